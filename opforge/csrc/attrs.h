@@ -1,0 +1,50 @@
+// attrs.h: Python attribute values -> the opf_attr array an op reads, defaults filled.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "opforge/abi.h"
+
+namespace opforge_core {
+
+namespace py = pybind11;
+
+/// One op's attributes in declaration order, owning every buffer the opf_attr fields point at.
+/// Built once per node by the runtime, or per call by an eager call.
+class AttrPack {
+ public:
+  /// Fills defaults from `op`, then the values in `given` (name -> Python value). Raises
+  /// TypeError naming the op and attribute for unknown names, missing required ones and
+  /// values of the wrong kind.
+  AttrPack(const opf_op_def* op, const py::dict& given);
+  AttrPack(const AttrPack&) = delete;
+  AttrPack& operator=(const AttrPack&) = delete;
+
+  const opf_attr* data() const { return attrs_.data(); }
+  int32_t size() const { return int32_t(attrs_.size()); }
+
+ private:
+  void set(const opf_op_def* op, const opf_attr_def& def, opf_attr& out, const py::handle& value);
+  void set_tensors(opf_attr& out, const py::handle& value, bool many);
+
+  std::vector<opf_attr> attrs_;
+  std::deque<std::string> strings_;
+  std::deque<std::vector<int64_t>> ints_;
+  std::deque<std::vector<float>> floats_;
+  std::deque<std::vector<const char*>> string_ptrs_;
+  std::deque<std::vector<opf_tensor>> tensors_;
+  std::vector<py::object> keep_;
+};
+
+/// A Python-facing name for an attribute kind ("float", "ints").
+const char* attr_type_name(int32_t type);
+
+/// The Python value of an attribute (None when absent).
+py::object attr_value(const opf_attr& a);
+
+}  // namespace opforge_core

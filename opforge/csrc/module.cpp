@@ -1,0 +1,66 @@
+// module.cpp: opforge._core, the compiled half of opforge's Python package.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "attrs.h"
+#include "library.h"
+#include "tensors.h"
+#include "thread_pool.h"
+
+namespace py = pybind11;
+using namespace opforge_core;
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "opforge's compiled core: loads op libraries and calls their ops.";
+  m.attr("ABI_VERSION") = OPFORGE_ABI_VERSION;
+  m.attr("MAX_DIMS") = OPF_MAX_DIMS;
+
+  py::class_<ThreadPool>(m, "ThreadPool")
+      .def(py::init<int>(), py::arg("num_threads"))
+      .def_property_readonly("num_threads", &ThreadPool::num_threads);
+
+  py::class_<AttrPack>(m, "AttrPack", "An op's attributes converted once, in declaration order.");
+
+  py::class_<OpHandle, std::shared_ptr<OpHandle>>(m, "OpHandle")
+      .def_property_readonly("name", [](const OpHandle& h) { return h.def()->name; })
+      .def_property_readonly("domain", [](const OpHandle& h) { return h.def()->domain; })
+      .def_property_readonly("since_version", [](const OpHandle& h) { return h.def()->since_version; })
+      .def_property_readonly("library_path", &OpHandle::library_path)
+      .def("schema", &OpHandle::schema)
+      .def("__call__", &OpHandle::call)
+      .def("attrs", [](const OpHandle& h, const py::dict& given) { return new AttrPack(h.def(), given); },
+           py::arg("given"), "Converts attribute values (name -> value) for this op; raises TypeError.")
+      .def("infer", &OpHandle::infer, py::arg("metas"), py::arg("attrs"), py::arg("num_outputs"))
+      .def(
+          "run",
+          [](const OpHandle& h, const py::list& inputs, const py::list& outputs, const AttrPack& attrs,
+             ThreadPool* pool) {
+            // Runtime path: inputs (arrays or None) and preallocated contiguous outputs.
+            std::vector<opf_tensor> ins(inputs.size()), outs(outputs.size());
+            for (size_t i = 0; i < inputs.size(); ++i) {
+              if (inputs[i].is_none()) {
+                std::memset(&ins[i], 0, sizeof(opf_tensor));
+              } else {
+                ins[i] = view_of(inputs[i].cast<py::array>());
+              }
+            }
+            for (size_t i = 0; i < outputs.size(); ++i) {
+              if (outputs[i].is_none()) {
+                std::memset(&outs[i], 0, sizeof(opf_tensor));
+              } else {
+                outs[i] = view_of(outputs[i].cast<py::array>());
+              }
+            }
+            int64_t ws = h.workspace_bytes(ins, attrs);
+            std::vector<unsigned char> scratch(size_t(ws > 0 ? ws : 0) + 64);
+            void* p = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+            h.compute(ins, outs, attrs, ws > 0 ? p : nullptr, ws, pool);
+          },
+          py::arg("inputs"), py::arg("outputs"), py::arg("attrs"), py::arg("pool") = nullptr);
+
+  m.def("load_library", &load_library, py::arg("path"),
+        "dlopen()s an op library and returns its ops; raises ImportError with the reason.");
+  m.def("set_default_threads", [](int n) { default_pool(n); }, py::arg("num_threads"),
+        "Sizes the pool eager calls use; only the first call has an effect.");
+}

@@ -1,0 +1,100 @@
+// tensors.cpp: numpy arrays <-> opf_tensor views.
+#include "tensors.h"
+
+#include <cstring>
+
+namespace opforge_core {
+
+int32_t dtype_code(const py::dtype& dt) {
+  char kind = dt.kind();
+  auto size = dt.itemsize();
+  switch (kind) {
+    case 'f':
+      return size == 4 ? OPF_FLOAT32 : size == 8 ? OPF_FLOAT64 : size == 2 ? OPF_FLOAT16 : OPF_UNDEFINED;
+    case 'i':
+      return size == 1 ? OPF_INT8 : size == 2 ? OPF_INT16 : size == 4 ? OPF_INT32 : size == 8 ? OPF_INT64 : OPF_UNDEFINED;
+    case 'u':
+      return size == 1 ? OPF_UINT8 : size == 2 ? OPF_UINT16 : size == 4 ? OPF_UINT32 : size == 8 ? OPF_UINT64 : OPF_UNDEFINED;
+    case 'b':
+      return OPF_BOOL;
+    case 'V':
+      if (size == 2 && std::string(py::str(dt.attr("name"))) == "bfloat16") return OPF_BFLOAT16;
+      return OPF_UNDEFINED;
+    default:
+      return OPF_UNDEFINED;
+  }
+}
+
+const char* dtype_name(int32_t code) {
+  switch (code) {
+    case OPF_FLOAT32: return "float32";
+    case OPF_FLOAT64: return "float64";
+    case OPF_FLOAT16: return "float16";
+    case OPF_BFLOAT16: return "bfloat16";
+    case OPF_INT8: return "int8";
+    case OPF_INT16: return "int16";
+    case OPF_INT32: return "int32";
+    case OPF_INT64: return "int64";
+    case OPF_UINT8: return "uint8";
+    case OPF_UINT16: return "uint16";
+    case OPF_UINT32: return "uint32";
+    case OPF_UINT64: return "uint64";
+    case OPF_BOOL: return "bool";
+    case OPF_STRING: return "string";
+    default: return "undefined";
+  }
+}
+
+py::dtype numpy_dtype(int32_t code) {
+  if (code == OPF_BFLOAT16) {
+    try {
+      return py::dtype::from_args(py::module_::import("ml_dtypes").attr("bfloat16"));
+    } catch (py::error_already_set&) {
+      throw py::type_error("bfloat16 arrays need the ml_dtypes package (pip install ml_dtypes)");
+    }
+  }
+  if (code == OPF_STRING || code == OPF_UNDEFINED)
+    throw py::type_error(std::string("no numpy dtype for ") + dtype_name(code) + " tensors");
+  return py::dtype(dtype_name(code));
+}
+
+py::array as_array(const py::handle& obj) {
+  if (py::isinstance<py::array>(obj)) return py::reinterpret_borrow<py::array>(obj);
+  py::module_ np = py::module_::import("numpy");
+  if (py::hasattr(obj, "__dlpack__")) return np.attr("from_dlpack")(obj);
+  return np.attr("asarray")(obj);
+}
+
+opf_tensor view_of(const py::array& a) {
+  opf_tensor t;
+  std::memset(&t, 0, sizeof t);
+  t.data = const_cast<void*>(a.data());
+  t.dtype = dtype_code(a.dtype());
+  t.ndim = int32_t(a.ndim());
+  if (t.ndim > OPF_MAX_DIMS)
+    throw py::value_error("arrays of more than " + std::to_string(OPF_MAX_DIMS) + " dimensions are not supported");
+  auto item = a.itemsize();
+  for (int i = 0; i < t.ndim; ++i) {
+    t.shape[i] = a.shape(i);
+    t.strides[i] = item ? a.strides(i) / item : 0;
+  }
+  t.device_type = OPF_CPU;
+  return t;
+}
+
+opf_tensor meta_of(int32_t dtype, const std::vector<int64_t>& shape) {
+  opf_tensor t;
+  std::memset(&t, 0, sizeof t);
+  t.dtype = dtype;
+  t.ndim = int32_t(shape.size());
+  int64_t stride = 1;
+  for (int i = t.ndim - 1; i >= 0; --i) {
+    t.shape[i] = shape[size_t(i)];
+    t.strides[i] = stride;
+    stride *= shape[size_t(i)] > 0 ? shape[size_t(i)] : 1;
+  }
+  t.device_type = OPF_CPU;
+  return t;
+}
+
+}  // namespace opforge_core

@@ -1,0 +1,88 @@
+// thread_pool.cpp: a small fork-join pool; the calling thread works alongside the workers.
+#include "thread_pool.h"
+
+#include <algorithm>
+
+namespace opforge_core {
+
+namespace {
+thread_local bool in_chunk = false;  // nested parallel_for runs serially
+}
+
+ThreadPool::ThreadPool(int num_threads) {
+  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::entry(void* pool, int64_t n, int64_t grain, opf_range_fn fn, void* arg) {
+  static_cast<ThreadPool*>(pool)->parallel_for(n, grain, fn, arg);
+}
+
+void ThreadPool::run_chunks(Job& job) {
+  in_chunk = true;
+  for (;;) {
+    int64_t begin = job.next.fetch_add(job.chunk);
+    if (begin >= job.n) break;
+    job.fn(job.arg, begin, std::min(job.n, begin + job.chunk));
+  }
+  in_chunk = false;
+}
+
+void ThreadPool::worker_loop() {
+  uint64_t seen = 0;
+  for (;;) {
+    Job* job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] { return stop_ || (job_ != nullptr && generation_ != seen); });
+      if (stop_) return;
+      seen = generation_;
+      job = job_;
+      ++active_;
+    }
+    run_chunks(*job);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--active_ == 0) done_.notify_one();
+    }
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t grain, opf_range_fn fn, void* arg) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  if (workers_.empty() || n <= grain || in_chunk || !busy_.try_lock()) {
+    fn(arg, 0, n);
+    return;
+  }
+  std::lock_guard<std::mutex> owner(busy_, std::adopt_lock);
+  int64_t threads = num_threads();
+  Job job;
+  job.fn = fn;
+  job.arg = arg;
+  job.n = n;
+  // a few chunks per thread balances uneven work without much scheduling
+  job.chunk = std::max(grain, (n + threads * 4 - 1) / (threads * 4));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = &job;
+    ++generation_;
+  }
+  wake_.notify_all();
+  run_chunks(job);
+  std::unique_lock<std::mutex> lock(mu_);
+  // every chunk is claimed; wait for the workers still running theirs, then retire the job so
+  // a worker that wakes late cannot enter it
+  done_.wait(lock, [&] { return active_ == 0; });
+  job_ = nullptr;
+}
+
+}  // namespace opforge_core

@@ -1,0 +1,51 @@
+// thread_pool.h: the host's worker threads, lent to ops through opf_compute_ctx::parallel_for.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "opforge/abi.h"
+
+namespace opforge_core {
+
+/// A fixed set of workers running one parallel_for at a time. A call made while the pool is
+/// busy (another thread's op, or a nested call from inside a chunk) runs serially instead of
+/// waiting, so ops never deadlock on the pool.
+class ThreadPool {
+ public:
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return int(workers_.size()) + 1; }
+  void parallel_for(int64_t n, int64_t grain, opf_range_fn fn, void* arg);
+
+  /// The C entry point stored in opf_compute_ctx.
+  static void entry(void* pool, int64_t n, int64_t grain, opf_range_fn fn, void* arg);
+
+ private:
+  struct Job {
+    opf_range_fn fn;
+    void* arg;
+    int64_t n, chunk;
+    std::atomic<int64_t> next{0};
+  };
+  void worker_loop();
+  static void run_chunks(Job& job);
+
+  std::vector<std::thread> workers_;
+  std::mutex busy_;            // held by the caller of the running parallel_for
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+  int active_ = 0;           // workers inside the current job
+  Job* job_ = nullptr;       // the job in flight, cleared once every worker has left it
+};
+
+}  // namespace opforge_core

@@ -1,0 +1,288 @@
+// opforge_support.cpp: the out-of-line half of opforge/op.h, linked into every op library.
+//
+// It keeps the library's op registry, freezes each OpDef into the C structs of opforge/abi.h,
+// wraps the user's functions so no C++ exception crosses the ABI, and exports `opforge_library`.
+// The builder compiles it once per toolchain and flags and caches the object.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "opforge/op.h"
+
+namespace opforge {
+
+struct OpDef::Impl {
+  struct Param {
+    std::string name, doc;
+    std::vector<int32_t> dtypes;
+    int32_t flags;
+  };
+  struct Attr {
+    std::string name, doc, str;
+    int32_t type = OPF_ATTR_UNDEFINED;
+    bool required = false, has_default = true;
+    opf_attr value{};
+    std::vector<int64_t> ints;
+    std::vector<float> floats;
+    std::vector<std::string> strings;
+    std::vector<const char*> string_ptrs;
+    std::vector<int64_t> string_lens;
+  };
+  struct Fns {
+    InferFn infer;
+    WorkspaceFn workspace;
+    ComputeFn compute;
+  };
+
+  std::string name, domain, doc;
+  int since = 1;
+  opf_backend backend = OPF_BACKEND_CPU;
+  std::vector<Param> inputs, outputs;
+  std::vector<Attr> attrs;
+  std::vector<int32_t> inplace;
+  bool strided = false;
+  Fns fns{nullptr, nullptr, nullptr};
+  std::vector<opf_param> c_inputs, c_outputs;
+  std::vector<opf_attr_def> c_attrs;
+  opf_op_def def{};
+
+  OpDef& add_param(OpDef& self, std::vector<Param>& list, const char* pname,
+                   std::initializer_list<DType> types, int32_t flags, const char* pdoc) {
+    Param p{pname, pdoc, {}, flags};
+    for (DType d : types) p.dtypes.push_back(int32_t(d));
+    list.push_back(std::move(p));
+    return self;
+  }
+  Attr& add_attr(const char* aname, int32_t type, const char* adoc) {
+    attrs.emplace_back();
+    Attr& a = attrs.back();
+    a.name = aname;
+    a.doc = adoc;
+    a.type = type;
+    return a;
+  }
+  void check() const;
+  void freeze_attr(Attr& a);
+};
+
+namespace {
+
+std::vector<std::unique_ptr<OpDef>>& registry() {
+  static std::vector<std::unique_ptr<OpDef>> ops;
+  return ops;
+}
+
+void report(opf_error* err, const opf_op_def* op, const char* what) {
+  std::string msg = str(op->name, ": ", what);
+  size_t n = msg.size() < sizeof(err->message) - 1 ? msg.size() : sizeof(err->message) - 1;
+  std::memcpy(err->message, msg.data(), n);
+  err->message[n] = '\0';
+}
+
+// Runs body, turning any C++ exception into a non-zero status and a message.
+template <class Body> int32_t guarded(const opf_op_def* op, opf_error* err, Body&& body) {
+  try {
+    body();
+    return 0;
+  } catch (const std::exception& e) {
+    report(err, op, e.what());
+  } catch (...) {
+    report(err, op, "unknown C++ exception");
+  }
+  return 1;
+}
+
+const OpDef::Impl::Fns& fns_of(const opf_op_def* op) {
+  return *static_cast<const OpDef::Impl::Fns*>(op->user_data);
+}
+
+int32_t infer_entry(const opf_infer_ctx* c, opf_error* err) {
+  return guarded(c->op, err, [&] {
+    InferContext ctx(c);
+    fns_of(c->op).infer(ctx);
+  });
+}
+
+int32_t workspace_entry(const opf_infer_ctx* c, int64_t* bytes, opf_error* err) {
+  return guarded(c->op, err, [&] {
+    InferContext ctx(c);
+    *bytes = fns_of(c->op).workspace(ctx);
+  });
+}
+
+int32_t compute_entry(const opf_compute_ctx* c, opf_error* err) {
+  return guarded(c->op, err, [&] {
+    KernelContext ctx(c);
+    fns_of(c->op).compute(ctx);
+  });
+}
+
+void freeze_params(const std::vector<OpDef::Impl::Param>& src, std::vector<opf_param>& dst) {
+  for (const auto& p : src)
+    dst.push_back({p.name.c_str(), p.dtypes.data(), int32_t(p.dtypes.size()), p.flags, p.doc.c_str()});
+}
+
+}  // namespace
+
+OpDef& detail::register_op(const char* name) {
+  registry().emplace_back(new OpDef(name));
+  return *registry().back();
+}
+
+OpDef::OpDef(const char* name) : impl_(new Impl) { impl_->name = name; }
+const char* OpDef::name() const { return impl_->name.c_str(); }
+OpDef& OpDef::domain(const char* d) { impl_->domain = d; return *this; }
+OpDef& OpDef::since(int version) { impl_->since = version; return *this; }
+OpDef& OpDef::doc(const char* text) { impl_->doc = text; return *this; }
+OpDef& OpDef::backend(opf_backend b) { impl_->backend = b; return *this; }
+
+OpDef& OpDef::input(const char* n, std::initializer_list<DType> t, const char* d) {
+  return impl_->add_param(*this, impl_->inputs, n, t, 0, d);
+}
+OpDef& OpDef::optional_input(const char* n, std::initializer_list<DType> t, const char* d) {
+  return impl_->add_param(*this, impl_->inputs, n, t, OPF_PARAM_OPTIONAL, d);
+}
+OpDef& OpDef::variadic_input(const char* n, std::initializer_list<DType> t, const char* d) {
+  return impl_->add_param(*this, impl_->inputs, n, t, OPF_PARAM_VARIADIC, d);
+}
+OpDef& OpDef::output(const char* n, std::initializer_list<DType> t, const char* d) {
+  return impl_->add_param(*this, impl_->outputs, n, t, 0, d);
+}
+OpDef& OpDef::optional_output(const char* n, std::initializer_list<DType> t, const char* d) {
+  return impl_->add_param(*this, impl_->outputs, n, t, OPF_PARAM_OPTIONAL, d);
+}
+OpDef& OpDef::variadic_output(const char* n, std::initializer_list<DType> t, const char* d) {
+  return impl_->add_param(*this, impl_->outputs, n, t, OPF_PARAM_VARIADIC, d);
+}
+
+OpDef& OpDef::attr(const char* n, float v, const char* d) {
+  impl_->add_attr(n, OPF_ATTR_FLOAT, d).value.f = v;
+  return *this;
+}
+OpDef& OpDef::attr(const char* n, double v, const char* d) { return attr(n, float(v), d); }
+OpDef& OpDef::attr(const char* n, int64_t v, const char* d) {
+  impl_->add_attr(n, OPF_ATTR_INT, d).value.i = v;
+  return *this;
+}
+OpDef& OpDef::attr(const char* n, int v, const char* d) { return attr(n, int64_t(v), d); }
+OpDef& OpDef::attr(const char* n, bool v, const char* d) { return attr(n, int64_t(v), d); }
+OpDef& OpDef::attr(const char* n, const char* v, const char* d) {
+  impl_->add_attr(n, OPF_ATTR_STRING, d).str = v;
+  return *this;
+}
+OpDef& OpDef::attr(const char* n, std::initializer_list<int64_t> v, const char* d) {
+  impl_->add_attr(n, OPF_ATTR_INTS, d).ints.assign(v.begin(), v.end());
+  return *this;
+}
+OpDef& OpDef::attr(const char* n, std::initializer_list<float> v, const char* d) {
+  impl_->add_attr(n, OPF_ATTR_FLOATS, d).floats.assign(v.begin(), v.end());
+  return *this;
+}
+OpDef& OpDef::attr(const char* n, std::initializer_list<const char*> v, const char* d) {
+  auto& a = impl_->add_attr(n, OPF_ATTR_STRINGS, d);
+  for (const char* s : v) a.strings.emplace_back(s);
+  return *this;
+}
+OpDef& OpDef::required_attr(const char* n, AttrType type, const char* d) {
+  auto& a = impl_->add_attr(n, int32_t(type), d);
+  a.required = true;
+  a.has_default = false;
+  return *this;
+}
+OpDef& OpDef::optional_attr(const char* n, AttrType type, const char* d) {
+  impl_->add_attr(n, int32_t(type), d).has_default = false;
+  return *this;
+}
+
+OpDef& OpDef::inplace(int output, int input) {
+  if (impl_->inplace.size() < size_t(output + 1)) impl_->inplace.resize(size_t(output + 1), -1);
+  impl_->inplace[size_t(output)] = input;
+  return *this;
+}
+OpDef& OpDef::accepts_strided() { impl_->strided = true; return *this; }
+OpDef& OpDef::infer(InferFn f) { impl_->fns.infer = f; return *this; }
+OpDef& OpDef::workspace(WorkspaceFn f) { impl_->fns.workspace = f; return *this; }
+OpDef& OpDef::compute(ComputeFn f) { impl_->fns.compute = f; return *this; }
+
+void OpDef::Impl::check() const {
+  if (fns.infer == nullptr)
+    throw Error("no .infer(...) given (opforge::same_as_input0 suits elementwise ops)");
+  if (fns.compute == nullptr) throw Error("no .compute(...) given");
+  for (size_t i = 0; i + 1 < inputs.size(); ++i)
+    if (inputs[i].flags & OPF_PARAM_VARIADIC)
+      throw Error(str("variadic input '", inputs[i].name, "' must be the last input"));
+  for (size_t i = 0; i + 1 < outputs.size(); ++i)
+    if (outputs[i].flags & OPF_PARAM_VARIADIC)
+      throw Error(str("variadic output '", outputs[i].name, "' must be the last output"));
+  for (size_t o = 0; o < inplace.size(); ++o)
+    if (inplace[o] >= int32_t(inputs.size()) || o >= outputs.size())
+      throw Error(str("inplace(", o, ", ", inplace[o], ") names a missing input or output"));
+  for (size_t i = 0; i < attrs.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (attrs[i].name == attrs[j].name) throw Error(str("attribute '", attrs[i].name, "' is declared twice"));
+}
+
+void OpDef::Impl::freeze_attr(Attr& a) {
+  opf_attr& v = a.value;
+  v.name = a.name.c_str();
+  v.type = a.has_default ? a.type : OPF_ATTR_UNDEFINED;
+  v.s = a.str.c_str();
+  v.s_len = int64_t(a.str.size());
+  if (a.type == OPF_ATTR_INTS) {
+    v.ints = a.ints.data();
+    v.count = int64_t(a.ints.size());
+  } else if (a.type == OPF_ATTR_FLOATS) {
+    v.floats = a.floats.data();
+    v.count = int64_t(a.floats.size());
+  } else if (a.type == OPF_ATTR_STRINGS) {
+    for (const std::string& s : a.strings) {
+      a.string_ptrs.push_back(s.c_str());
+      a.string_lens.push_back(int64_t(s.size()));
+    }
+    v.strings = a.string_ptrs.data();
+    v.string_lens = a.string_lens.data();
+    v.count = int64_t(a.strings.size());
+  }
+  c_attrs.push_back({a.name.c_str(), a.type, a.required ? 1 : 0, v, a.doc.c_str()});
+}
+
+const opf_op_def* OpDef::freeze() {
+  Impl& m = *impl_;
+  m.check();
+  freeze_params(m.inputs, m.c_inputs);
+  freeze_params(m.outputs, m.c_outputs);
+  for (auto& a : m.attrs) m.freeze_attr(a);
+  if (!m.inplace.empty()) m.inplace.resize(m.outputs.size(), -1);
+  m.def = opf_op_def{sizeof(opf_op_def), m.name.c_str(), m.domain.c_str(), m.since, m.backend,
+                     m.doc.c_str(), m.c_inputs.data(), int32_t(m.c_inputs.size()),
+                     m.c_outputs.data(), int32_t(m.c_outputs.size()), m.c_attrs.data(),
+                     int32_t(m.c_attrs.size()), m.inplace.empty() ? nullptr : m.inplace.data(),
+                     m.strided ? 1 : 0, infer_entry,
+                     m.fns.workspace ? workspace_entry : nullptr, compute_entry, &m.fns};
+  return &m.def;
+}
+
+}  // namespace opforge
+
+extern "C" __attribute__((visibility("default"))) const opf_library* opforge_library(void) {
+  static std::string error;
+  static std::vector<const opf_op_def*> defs;
+  static opf_library lib = [] {
+    opf_library l{OPFORGE_ABI_VERSION, 0, nullptr, nullptr};
+    auto& ops = opforge::registry();
+    for (size_t i = 0; i < ops.size(); ++i) {
+      try {
+        defs.push_back(ops[i]->freeze());
+      } catch (const std::exception& e) {
+        error = opforge::str("op '", ops[i]->name(), "' is not fully defined: ", e.what());
+        l.error = error.c_str();
+        return l;
+      }
+    }
+    l.num_ops = int32_t(defs.size());
+    l.ops = defs.data();
+    return l;
+  }();
+  return &lib;
+}
