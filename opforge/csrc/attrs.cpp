@@ -1,6 +1,7 @@
 // attrs.cpp: Python attribute values -> opf_attr, with errors that name the op and attribute.
 #include "attrs.h"
 
+#include <charconv>
 #include <cstring>
 
 #include "tensors.h"
@@ -189,9 +190,18 @@ void AttrPack::set_tensors(opf_attr& out, const py::handle& value, bool many) {
   out.count = int64_t(tensors_.back().size());
 }
 
+namespace {
+// The shortest decimal that reads back as the same float32 (0.01f shows as 0.01).
+py::object float_value(float f) {
+  char buf[32];
+  auto res = std::to_chars(buf, buf + sizeof buf, f);
+  return py::float_(std::stod(std::string(buf, res.ptr)));
+}
+}  // namespace
+
 py::object attr_value(const opf_attr& a) {
   switch (a.type) {
-    case OPF_ATTR_FLOAT: return py::float_(a.f);
+    case OPF_ATTR_FLOAT: return float_value(a.f);
     case OPF_ATTR_INT: return py::int_(a.i);
     case OPF_ATTR_STRING: return py::str(std::string(a.s, size_t(a.s_len)));
     case OPF_ATTR_GRAPH:
@@ -204,7 +214,7 @@ py::object attr_value(const opf_attr& a) {
     }
     case OPF_ATTR_FLOATS: {
       py::list l;
-      for (int64_t i = 0; i < a.count; ++i) l.append(a.floats[i]);
+      for (int64_t i = 0; i < a.count; ++i) l.append(float_value(a.floats[i]));
       return l;
     }
     case OPF_ATTR_STRINGS: {

@@ -1,0 +1,39 @@
+// Elementwise activations: one definition serves float32, float64 and float16.
+#include <opforge/op.h>
+
+#include <cmath>
+
+namespace {
+
+template <class T> float load(T v) { return float(v); }
+float load(opforge::float16_t v) { return opforge::to_float(v); }
+template <class T> T store(float v, T) { return T(v); }
+opforge::float16_t store(float v, opforge::float16_t tag) { return opforge::from_float(v, tag); }
+
+void leaky_relu(opforge::KernelContext& ctx) {
+  opforge::Tensor x = ctx.input(0), y = ctx.output(0);
+  const float alpha = ctx.attr<float>("alpha");
+  opforge::dispatch<float, double, opforge::float16_t>(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = x.data<T>();
+    T* out = y.data<T>();
+    ctx.parallel_for(x.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        float v = load(in[i]);
+        out[i] = store(v > 0.f ? v : alpha * v, T{});
+      }
+    });
+  });
+}
+
+}  // namespace
+
+OPFORGE_OP(leaky_relu)
+    .domain("com.example")
+    .doc("y = x if x > 0 else alpha * x")
+    .input("X", {opforge::f32, opforge::f64, opforge::f16})
+    .output("Y", {opforge::f32, opforge::f64, opforge::f16})
+    .attr("alpha", 0.01f, "slope for negative inputs")
+    .inplace(0, 0)
+    .infer(opforge::same_as_input0)
+    .compute(leaky_relu);

@@ -1,0 +1,91 @@
+"""CustomOpBuilder, load_inline and load_dir: build C++ ops in one line and load them."""
+import re
+from pathlib import Path
+
+from opforge.builder.build import Build
+from opforge.builder.loader import load_entry
+from opforge.builder.spec import CPP_SUFFIXES, CUDA_SUFFIXES, make_spec
+from opforge.builder.toolchain import detect
+from opforge.cache import cache_root, digest, write_atomic
+
+
+class CustomOpBuilder:
+    """Builds a library of ops from C++ sources, caches it, and loads it.
+
+    Args:
+        name: the library's name, a Python identifier.
+        sources: paths of C++ sources. Sources define ops with <opforge/op.h>, or a pybind11
+            module with PYBIND11_MODULE(OPFORGE_EXTENSION_NAME, m).
+        backend: "CPU" ("CUDA" is not supported yet).
+        extra_cflags, extra_ldflags, extra_include_paths: passed to the compiler and linker.
+        build_dir: where objects are kept between builds (default: in the cache).
+        verbose: print compiler commands and output.
+    """
+
+    def __init__(self, name, sources, backend="CPU", extra_cflags=None, extra_ldflags=None,
+                 extra_include_paths=None, build_dir=None, verbose=False):
+        self.spec = make_spec(name, sources, backend, extra_cflags, extra_ldflags,
+                              extra_include_paths, build_dir, verbose)
+
+    def load(self):
+        """Builds if needed and returns the library.
+
+        Returns an OpLibrary (a module whose attributes are the ops) or, for pybind11 sources,
+        the extension module. Raises BuildError when compiling fails, CacheError when the cache
+        folder is unsafe. A cached entry that is corrupt or fails to load is rebuilt.
+        """
+        root = cache_root()
+        build = Build(self.spec, detect(root), root)
+        entry = build.lookup()
+        if entry is None:
+            entry = build.build()
+        try:
+            return load_entry(entry, self.spec.name)
+        except ImportError:
+            build.discard(entry)
+            return load_entry(build.build(clean=True), self.spec.name)
+
+
+def load_inline(name, cpp_source, backend="CPU", extra_cflags=None, extra_ldflags=None,
+                extra_include_paths=None, build_dir=None, verbose=False):
+    """Builds ops from C++ source text (a str or a list of str) and returns the library.
+
+    The text is saved under the cache as <name>.cpp, named by its content, and built as with
+    CustomOpBuilder; compile errors point into that file.
+    """
+    text = cpp_source if isinstance(cpp_source, str) else "\n".join(cpp_source)
+    folder = cache_root() / "inline" / f"{name}-{digest(text)[:16]}"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = folder / f"{name}.cpp"
+    if not path.exists() or path.read_text() != text:
+        write_atomic(path, text)
+    return CustomOpBuilder(name, [path], backend, extra_cflags, extra_ldflags,
+                           extra_include_paths, build_dir, verbose).load()
+
+
+def load_dir(folder, name=None, backend="CPU", extra_cflags=None, extra_ldflags=None,
+             extra_include_paths=None, build_dir=None, verbose=False):
+    """Builds every C++ source in `folder` (not recursive) into one library and loads it.
+
+    The folder itself is on the include path. The library is named after the folder unless
+    `name` is given. Raises FileNotFoundError if the folder holds no sources.
+    """
+    folder = Path(folder).expanduser().absolute()
+    if not folder.is_dir():
+        raise FileNotFoundError(f"op folder {folder} does not exist")
+    suffixes = CPP_SUFFIXES + CUDA_SUFFIXES
+    sources = sorted(p for p in folder.iterdir() if p.suffix in suffixes and p.is_file())
+    if not sources:
+        raise FileNotFoundError(f"no C++ sources ({', '.join(suffixes)}) in {folder}")
+    lib_name = name or _identifier(folder.name)
+    includes = [folder] + list(extra_include_paths or [])
+    return CustomOpBuilder(lib_name, sources, backend, extra_cflags, extra_ldflags, includes,
+                           build_dir, verbose).load()
+
+
+def _identifier(text: str) -> str:
+    ident = re.sub(r"\W", "_", text) or "ops"
+    return ident if not ident[0].isdigit() else f"ops_{ident}"
+
+
+__all__ = ["CustomOpBuilder", "load_inline", "load_dir"]

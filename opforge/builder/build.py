@@ -1,0 +1,202 @@
+"""sources -> build.ninja -> ninja -> a published cache entry, with check-lock-check."""
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from opforge.builder.spec import BASE_CFLAGS, BuildSpec
+from opforge.builder.toolchain import Toolchain, cpu_identity
+from opforge.cache import Entry, digest, file_digest, find_entry, key_lock, publish, write_atomic
+from opforge.cache.entry import discard
+
+# The warm path (an entry is published) needs only the lookup below; the modules that build are
+# imported on a miss, keeping `import opforge` and a cached load to a few milliseconds.
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+
+ABI_VERSION = 1  # opforge/abi.h's OPFORGE_ABI_VERSION
+
+
+def python_abi() -> str:
+    """What makes an extension module loadable by this interpreter."""
+    return f"{sys.implementation.cache_tag}{sys.abiflags}-{os.uname().machine}"
+
+
+_templates_digest = None
+
+
+def templates_digest() -> str:
+    """A digest of every header and source opforge ships to op libraries (read once)."""
+    global _templates_digest
+    if _templates_digest is None:
+        files = sorted(p for p in TEMPLATES.rglob("*") if p.is_file())
+        _templates_digest = digest([(str(p.relative_to(TEMPLATES)), p.read_bytes()) for p in files])
+    return _templates_digest
+
+
+def compile_flags(spec: BuildSpec, support_path: "Path | None" = None) -> tuple:
+    """Compiler flags for the library's sources (the PCH folder first, when there is one)."""
+    flags = list(BASE_CFLAGS)
+    if support_path is not None and (support_path / "pch").is_dir():
+        flags.append(f"-I{support_path / 'pch'}")
+    flags.append(f"-I{TEMPLATES}")
+    flags += [f"-I{p}" for p in spec.extra_include_paths]
+    if spec.is_extension:
+        import sysconfig
+
+        import pybind11
+
+        flags += ["-isystem", pybind11.get_include(), "-isystem", sysconfig.get_paths()["include"]]
+    return tuple(flags) + spec.extra_cflags
+
+
+def config_key(spec: BuildSpec, toolchain: Toolchain) -> str:
+    """Everything but the sources that changes the binary."""
+    flags = compile_flags(spec)
+    native = cpu_identity() if any("native" in f for f in flags) else ""
+    return digest(ABI_VERSION, templates_digest(), toolchain.identity, flags,
+                  spec.extra_ldflags, spec.backend, python_abi() if spec.is_extension else "", native)
+
+
+def source_key(spec: BuildSpec, toolchain: Toolchain) -> str:
+    """The key before headers: configuration plus every source's path and text."""
+    return digest(config_key(spec, toolchain), [(str(p), t) for p, t in zip(spec.sources, spec.texts)])
+
+
+class Build:
+    """One library's build in a cache root: lookup, then (on a miss) build and publish."""
+
+    def __init__(self, spec: BuildSpec, toolchain: Toolchain, root: Path):
+        self.spec, self.toolchain, self.root = spec, toolchain, root
+        self.key1 = source_key(spec, toolchain)
+        self.tag = f"{spec.name}-{self.key1[:16]}"
+
+    @property
+    def deps_file(self) -> Path:
+        return self.root / "libs" / f"{self.tag}.deps"
+
+    def module_name(self) -> str:
+        """The Python name of an extension module build (unique per source key)."""
+        return f"{self.spec.name}_{self.key1[:12]}"
+
+    def lookup(self, verify: bool = True) -> "Entry | None":
+        """The published entry for the current sources and headers, if valid. No subprocess."""
+        try:
+            headers = json.loads(self.deps_file.read_text())["headers"]
+            key2 = digest(self.key1, [(h, file_digest(h)) for h in headers])
+        except (OSError, ValueError, KeyError):
+            return None
+        return find_entry(self.entry_path(key2), verify=verify)
+
+    def entry_path(self, key2: str) -> Path:
+        return self.root / "libs" / f"{self.spec.name}-{key2[:20]}"
+
+    def build(self, clean: bool = False) -> Entry:
+        """Builds under the key lock, re-checking first; publishes atomically."""
+        with _lock_with_notice(self.root / "locks" / f"{self.tag}.lock", self.spec.name):
+            entry = None if clean else self.lookup()
+            if entry is not None:
+                return entry
+            workdir = self.spec.build_dir or self.root / "work" / f"{self.spec.name}-{config_key(self.spec, self.toolchain)[:16]}"
+            with _lock_with_notice(self.root / "locks" / f"work-{workdir.name}.lock", self.spec.name):
+                return self._build_in(workdir, clean)
+
+    def _build_in(self, workdir: Path, clean: bool) -> Entry:
+        import shutil
+
+        from opforge.builder import support
+        from opforge.builder.diagnostics import build_error
+        from opforge.builder.ninja_file import ninja_text
+        from opforge.builder.runner import run_ninja, write_if_changed
+
+        if clean:
+            shutil.rmtree(workdir, ignore_errors=True)
+        workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        started = time.perf_counter()
+        print(f"opforge: building '{self.spec.name}' ({len(self.spec.sources)} source(s))", flush=True)
+        sup = support.support_dir(self.root, self.toolchain, compile_flags(self.spec))
+        plan = self._plan(workdir, sup)
+        write_if_changed(workdir / "build.ninja", ninja_text(plan))
+        ok, log = run_ninja(workdir, self.spec.verbose)
+        if not ok:
+            raise build_error(self.spec.name, log, "")
+        headers = self._headers(plan)
+        key2 = digest(self.key1, [(h, file_digest(h)) for h in headers])
+        entry = self._publish(Path(plan.output), key2, headers, log)
+        write_atomic(self.deps_file, json.dumps({"headers": headers}))
+        print(f"opforge: built '{self.spec.name}' in {time.perf_counter() - started:.2f} s", flush=True)
+        return entry
+
+    def _plan(self, workdir: Path, sup: Path):
+        from opforge.builder.ninja_file import NinjaPlan
+
+        flags = compile_flags(self.spec, sup)
+        if self.spec.is_extension:
+            flags += (f"-DOPFORGE_EXTENSION_NAME={self.module_name()}",)
+        compiles = tuple((str(workdir / "obj" / f"{src.stem}-{digest(str(src))[:8]}.o"), str(src))
+                         for src in self.spec.sources)
+        ldflags = ("-shared",) + self.spec.extra_ldflags
+        return NinjaPlan(self.toolchain.command, flags, ldflags, compiles,
+                         (str(sup / "opforge_support.o"),), str(workdir / f"lib{self.spec.name}.so"))
+
+    def _headers(self, plan) -> list:
+        """Headers the compiler read, outside opforge's own (covered by the config key)."""
+        from opforge.builder.depfile import read_depfile
+
+        seen = []
+        skip = (str(TEMPLATES), str(self.root / "support"))
+        for obj, src in plan.compiles:
+            for dep in read_depfile(Path(obj + ".d")):
+                path = os.path.abspath(dep)
+                if path != src and not path.startswith(skip) and path not in seen:
+                    seen.append(path)
+        return sorted(seen)
+
+    def _publish(self, built: Path, key2: str, headers: list, log: str) -> Entry:
+        import shutil
+        import sysconfig
+        import tempfile
+
+        staging = Path(tempfile.mkdtemp(prefix=f"{self.spec.name}-", dir=self.root / "tmp"))
+        ext = sysconfig.get_config_var("EXT_SUFFIX") if self.spec.is_extension else ".so"
+        stem = self.module_name() if self.spec.is_extension else f"{self.spec.name}_{key2[:12]}"
+        artifact = staging / f"{stem}{ext}"
+        shutil.copy2(built, artifact)
+        manifest = {
+            "format": 1, "name": self.spec.name, "key": key2, "source_key": self.key1,
+            "kind": "extension" if self.spec.is_extension else "ops",
+            "module_name": self.module_name(), "artifact": artifact.name,
+            "size": artifact.stat().st_size, "sha256": file_digest(artifact),
+            "sources": [str(s) for s in self.spec.sources], "headers": headers,
+            "compiler": self.toolchain.version, "created": time.time(), "log": log[-20000:],
+        }
+        write_atomic(staging / "manifest.json", json.dumps(manifest, indent=1))
+        final = publish(staging, self.entry_path(key2))
+        entry = find_entry(final)
+        if entry is None:
+            raise OSError(f"cache entry {final} failed its check right after publishing")
+        return entry
+
+    def discard(self, entry: Entry) -> None:
+        """Drops an entry that failed to load, so the next build replaces it."""
+        discard(entry.path)
+
+
+class _lock_with_notice:
+    """A key lock that says so on stdout when it has to wait for another process."""
+
+    def __init__(self, path: Path, name: str):
+        self.lock, self.name = key_lock(path), name
+
+    def __enter__(self):
+        import filelock
+
+        try:
+            self.lock.acquire(timeout=0.5)
+        except filelock.Timeout:
+            print(f"opforge: waiting for another process building '{self.name}'", flush=True)
+            self.lock.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        self.lock.release()

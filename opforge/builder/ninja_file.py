@@ -1,0 +1,57 @@
+"""build.ninja text from a build plan: a pure function, tested as text."""
+import shlex
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class NinjaPlan:
+    """What to compile and link, with every path absolute."""
+
+    cxx: tuple
+    cflags: tuple
+    ldflags: tuple
+    compiles: tuple          # ((object, source), ...)
+    extra_objects: tuple     # prebuilt objects to link (the opforge support object)
+    output: str
+
+
+def _quote(args) -> str:
+    return " ".join(shlex.quote(str(a)) for a in args)
+
+
+def _escape_path(path: str) -> str:
+    """Ninja path syntax: $, space and colon are escaped with $."""
+    return str(path).replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
+
+
+def ninja_text(plan: NinjaPlan) -> str:
+    """The build.ninja for `plan`.
+
+    Each object and the library are written to a temporary name and renamed, so a build killed
+    mid-way never leaves a partial file that ninja would take as up to date. The compiler's
+    depfile (-MMD) makes an edited header rebuild what includes it.
+    """
+    lines = [
+        "ninja_required_version = 1.3",
+        f"cxx = {_quote(plan.cxx)}",
+        f"cflags = {_quote(plan.cflags)}",
+        f"ldflags = {_quote(plan.ldflags)}",
+        "",
+        "rule cxx",
+        "  command = $cxx -MMD -MT $out -MF $out.d $cflags -c $in -o $out.tmp && mv -f $out.tmp $out",
+        "  depfile = $out.d",
+        "  description = compiling $in",
+        "",
+        "rule link",
+        "  command = $cxx $in -o $out.tmp $ldflags && mv -f $out.tmp $out",
+        "  description = linking $out",
+        "",
+    ]
+    objects = []
+    for obj, src in plan.compiles:
+        lines.append(f"build {_escape_path(obj)}: cxx {_escape_path(src)}")
+        objects.append(_escape_path(obj))
+    objects += [_escape_path(o) for o in plan.extra_objects]
+    lines.append(f"build {_escape_path(plan.output)}: link {' '.join(objects)}")
+    lines.append(f"default {_escape_path(plan.output)}")
+    return "\n".join(lines) + "\n"

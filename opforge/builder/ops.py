@@ -1,0 +1,94 @@
+"""Python faces of built ops: a callable per op with its schema as help, and the library module."""
+import types
+
+
+def _dtypes(param: dict) -> str:
+    return " | ".join(param["dtypes"]) if param["dtypes"] else "any"
+
+
+def _param_line(param: dict) -> str:
+    flags = [f for f in ("optional", "variadic") if param[f]]
+    extra = f" ({', '.join(flags)})" if flags else ""
+    doc = f"  {param['doc']}" if param["doc"] else ""
+    return f"  {param['name']}: {_dtypes(param)}{extra}{doc}"
+
+
+def _attr_line(attr: dict) -> str:
+    if attr["has_default"]:
+        tail = f" = {attr['default']!r}"
+    else:
+        tail = " (required)" if attr["required"] else " (optional)"
+    doc = f"  {attr['doc']}" if attr["doc"] else ""
+    return f"  {attr['name']}: {attr['type']}{tail}{doc}"
+
+
+def signature_text(schema: dict) -> str:
+    """e.g. "leaky_relu(X, *, alpha=0.01) -> Y"."""
+    ins = [("*" if p["variadic"] else "") + p["name"] + ("=None" if p["optional"] else "")
+           for p in schema["inputs"]]
+    attrs = [a["name"] + (f"={a['default']!r}" if a["has_default"] else "=None" if not a["required"] else "")
+             for a in schema["attributes"]]
+    args = ins + (["*"] + attrs if attrs and not any(p["variadic"] for p in schema["inputs"]) else attrs)
+    outs = ", ".join(p["name"] for p in schema["outputs"])
+    return f"{schema['name']}({', '.join(args)}) -> {outs}"
+
+
+def schema_doc(schema: dict) -> str:
+    """The text help() shows for an op."""
+    domain = schema["domain"] or "ai.onnx"
+    lines = [signature_text(schema), "",
+             f"domain '{domain}', since version {schema['since_version']}, backend {schema['backend']}"]
+    if schema["doc"]:
+        lines += ["", schema["doc"]]
+    lines += ["", "Inputs:"] + [_param_line(p) for p in schema["inputs"]]
+    lines += ["Outputs:"] + [_param_line(p) for p in schema["outputs"]]
+    if schema["attributes"]:
+        lines += ["Attributes (keyword arguments):"] + [_attr_line(a) for a in schema["attributes"]]
+    return "\n".join(lines)
+
+
+class Op:
+    """An op of a built library, called eagerly on arrays: op(*inputs, **attributes).
+
+    Inputs are numpy arrays (or anything numpy.asarray / DLPack accepts), passed without a copy
+    when contiguous; outputs are new numpy arrays (a tuple when the op has several).
+    """
+
+    def __init__(self, handle):
+        self.handle = handle
+        self.schema = handle.schema()
+
+    def __call__(self, *inputs, **attributes):
+        return self.handle(*inputs, **attributes)
+
+    def __repr__(self) -> str:
+        return f"<opforge op {signature_text(self.schema)}>"
+
+
+def make_op(handle) -> Op:
+    """An Op whose class carries the schema as its docstring, so help(op) shows it."""
+    schema = handle.schema()
+    cls = type(schema["name"], (Op,), {"__doc__": schema_doc(schema), "__module__": "opforge.ops"})
+    return cls(handle)
+
+
+class OpLibrary(types.ModuleType):
+    """What CustomOpBuilder.load() returns: a module whose attributes are the library's ops.
+
+    `op_table` lists every op handle (all domains and versions) for the runtime to register.
+    """
+
+    def __init__(self, name: str, path: str, handles: list):
+        super().__init__(name, f"opforge op library '{name}' ({len(handles)} ops)")
+        self.__file__ = path
+        self.op_table = list(handles)
+        newest = {}
+        for h in handles:
+            if h.name not in newest or h.since_version > newest[h.name].since_version:
+                newest[h.name] = h
+        self.op_names = sorted(newest)
+        for op_name, h in newest.items():
+            setattr(self, op_name, make_op(h))
+
+    def __repr__(self) -> str:
+        return f"<opforge library '{self.__name__}' from {self.__file__}: {', '.join(self.op_names)}>"

@@ -1,0 +1,106 @@
+"""Listing, cleaning and checking the cache (`opforge cache ls | clean | doctor`)."""
+import json
+import os
+import stat
+import time
+from pathlib import Path
+
+from opforge.cache.entry import MANIFEST, discard, find_entry
+
+STALE_SECONDS = 3600  # temporary build folders older than this belong to dead builds
+
+
+def folder_bytes(path: Path) -> int:
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def list_entries(root: Path) -> list:
+    """Every library entry: dicts with name, path, bytes, created, last_used, valid."""
+    out = []
+    libs = root / "libs"
+    for path in sorted(libs.iterdir()) if libs.is_dir() else []:
+        if not path.is_dir() or path.name.startswith("."):
+            continue
+        try:
+            manifest = json.loads((path / MANIFEST).read_text())
+        except (OSError, ValueError):
+            manifest = {}
+        out.append({"name": manifest.get("name", path.name), "path": path,
+                    "bytes": folder_bytes(path), "created": manifest.get("created", 0.0),
+                    "last_used": path.stat().st_atime, "valid": find_entry(path) is not None})
+    return out
+
+
+def clean(root: Path, older_than_days: "float | None" = None, max_bytes: "int | None" = None,
+          everything: bool = False) -> list:
+    """Removes entries: all, those unused for `older_than_days`, or the oldest above `max_bytes`.
+
+    Work folders and stale temporary folders go too. Returns the removed paths.
+    """
+    entries = sorted(list_entries(root), key=lambda e: e["last_used"])
+    doomed = []
+    now = time.time()
+    if everything:
+        doomed = [e["path"] for e in entries]
+    else:
+        if older_than_days is not None:
+            doomed += [e["path"] for e in entries if now - e["last_used"] > older_than_days * 86400]
+        if max_bytes is not None:
+            total = sum(e["bytes"] for e in entries if e["path"] not in doomed)
+            for e in entries:
+                if total <= max_bytes:
+                    break
+                if e["path"] not in doomed:
+                    doomed.append(e["path"])
+                    total -= e["bytes"]
+    for path in doomed:
+        discard(path)
+    if everything:
+        for sub in ("work", "support", "inline"):
+            for child in (root / sub).iterdir() if (root / sub).is_dir() else []:
+                discard(child)
+                doomed.append(child)
+    doomed += remove_stale_temporaries(root)
+    return doomed
+
+
+def remove_stale_temporaries(root: Path, age: float = STALE_SECONDS) -> list:
+    """Removes temporary build folders left by builds that died over `age` seconds ago."""
+    removed = []
+    for folder in (root / "tmp", root / "libs"):
+        for child in folder.iterdir() if folder.is_dir() else []:
+            stale = time.time() - child.stat().st_mtime > age
+            if (folder.name == "tmp" or child.name.startswith(".trash-")) and stale:
+                discard(child)
+                removed.append(child)
+    return removed
+
+
+def doctor(root: Path, fix: bool = False) -> list:
+    """Problems found in the cache, as sentences; with fix, broken entries are removed."""
+    problems = []
+    st = root.lstat()
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        problems.append(f"{root} belongs to uid {st.st_uid}, not to you")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        problems.append(f"{root} is writable by others (mode {stat.S_IMODE(st.st_mode):o})")
+    for e in list_entries(root):
+        if not e["valid"]:
+            problems.append(f"entry {e['path']} is incomplete or corrupt" + (" (removed)" if fix else ""))
+            if fix:
+                discard(e["path"])
+    tmp = root / "tmp"
+    leftovers = list(tmp.iterdir()) if tmp.is_dir() else []
+    if leftovers:
+        problems.append(f"{len(leftovers)} temporary build folder(s) in {tmp}" +
+                        (" (stale ones removed)" if fix else ""))
+        if fix:
+            remove_stale_temporaries(root)
+    return problems

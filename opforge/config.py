@@ -1,0 +1,48 @@
+"""Every OPFORGE_* setting (and the conventional CXX / NVCC), typed, in one place.
+
+Nothing else in opforge reads os.environ; settings are read when asked for, so a notebook
+that changes the environment sees the change.
+"""
+import os
+from pathlib import Path
+
+
+def cache_dir() -> Path:
+    """$OPFORGE_CACHE_DIR, else $XDG_CACHE_HOME/opforge, else ~/.cache/opforge."""
+    explicit = os.environ.get("OPFORGE_CACHE_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "opforge"
+
+
+def cxx() -> str:
+    """The C++ compiler: $CXX, else c++ from PATH."""
+    return os.environ.get("CXX") or "c++"
+
+
+def nvcc() -> str:
+    """The CUDA compiler: $NVCC, else nvcc from PATH."""
+    return os.environ.get("NVCC") or "nvcc"
+
+
+def verbose() -> bool:
+    """$OPFORGE_VERBOSE=1 streams compiler commands and output."""
+    return os.environ.get("OPFORGE_VERBOSE", "") not in ("", "0")
+
+
+def num_threads() -> int:
+    """Threads for eager op calls: $OPFORGE_NUM_THREADS, else every core."""
+    value = os.environ.get("OPFORGE_NUM_THREADS")
+    return int(value) if value else (os.cpu_count() or 1)
+
+
+def build_jobs() -> int:
+    """Parallel compile jobs: $OPFORGE_BUILD_JOBS, else cores + 1."""
+    value = os.environ.get("OPFORGE_BUILD_JOBS")
+    return int(value) if value else (os.cpu_count() or 1) + 1
+
+
+def cache_max_bytes() -> int:
+    """$OPFORGE_CACHE_MAX_BYTES: `opforge cache clean --auto` evicts oldest entries above it."""
+    return int(os.environ.get("OPFORGE_CACHE_MAX_BYTES", str(4 << 30)))

@@ -1,0 +1,26 @@
+"""The error types opforge raises, for users to catch."""
+
+
+class OpforgeError(Exception):
+    """Base of every error opforge raises."""
+
+
+class BuildError(OpforgeError):
+    """A library failed to compile or link.
+
+    The message starts with the compiler's first error at the user's own ``file:line``;
+    ``log`` holds the whole compiler output and ``command`` the command that failed.
+    """
+
+    def __init__(self, message: str, log: str = "", command: str = ""):
+        super().__init__(message)
+        self.log = log
+        self.command = command
+
+
+class CacheError(OpforgeError):
+    """The cache folder cannot be used safely (wrong owner, open permissions, unwritable)."""
+
+
+class OpError(OpforgeError, RuntimeError):
+    """An op's infer, workspace or compute function reported a failure."""
