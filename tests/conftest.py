@@ -1,14 +1,7 @@
-"""Shared fixtures: a private cache folder per test, and fresh Python processes."""
+"""Shared fixtures: a private cache folder per test, or one per session."""
 import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "examples"
 
 
 @pytest.fixture
@@ -19,9 +12,9 @@ def cache_dir(tmp_path, monkeypatch):
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def shared_cache(tmp_path_factory):
-    """One cache for tests that only read what they build (saves rebuilding)."""
+    """One cache for the whole run, so tests never touch the user's own cache folder."""
     path = tmp_path_factory.mktemp("shared") / "cache"
     old = os.environ.get("OPFORGE_CACHE_DIR")
     os.environ["OPFORGE_CACHE_DIR"] = str(path)
@@ -30,11 +23,3 @@ def shared_cache(tmp_path_factory):
         os.environ.pop("OPFORGE_CACHE_DIR", None)
     else:
         os.environ["OPFORGE_CACHE_DIR"] = old
-
-
-def run_python(code: str, cwd=None, env=None, timeout=300) -> subprocess.CompletedProcess:
-    """Runs `code` in a fresh interpreter; returns the completed process (text output)."""
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)

@@ -90,5 +90,18 @@ class OpLibrary(types.ModuleType):
         for op_name, h in newest.items():
             setattr(self, op_name, make_op(h))
 
+    def op(self, name: str, domain: "str | None" = None, version: "int | None" = None) -> Op:
+        """The op `name` as of opset `version` (the newest since-version not above it).
+
+        Raises AttributeError when the library has no such op (for that domain and version).
+        """
+        found = [h for h in self.op_table if h.name == name and (domain is None or h.domain == domain)
+                 and (version is None or h.since_version <= version)]
+        if not found:
+            raise AttributeError(f"library '{self.__name__}' has no op {name!r}"
+                                 + (f" in domain {domain!r}" if domain is not None else "")
+                                 + (f" for opset {version}" if version is not None else ""))
+        return make_op(max(found, key=lambda h: h.since_version))
+
     def __repr__(self) -> str:
         return f"<opforge library '{self.__name__}' from {self.__file__}: {', '.join(self.op_names)}>"

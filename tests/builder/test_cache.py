@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import opforge
-from conftest import run_python
+from helpers import run_python
 from opforge.errors import CacheError
 
 OP = """

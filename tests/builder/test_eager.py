@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import opforge
-from conftest import EXAMPLES
+from helpers import EXAMPLES
 
 
 @pytest.fixture(scope="module")
