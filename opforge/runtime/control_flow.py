@@ -1,0 +1,236 @@
+"""If, Loop, Scan, SequenceMap: kernels that run their subgraphs with the session's own kernels."""
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from opforge.runtime.errors import KernelError
+from opforge.runtime.graph import Graph, Node
+from opforge.runtime.registry import CPU
+
+
+class SubgraphRunner(Protocol):
+    """A compiled subgraph: ``run(env)`` takes its inputs and the ``outer_refs`` by name."""
+
+    graph: Graph
+    outer_refs: list[str]
+
+    def run(self, env: dict[str, Any]) -> list[Any]:
+        """Run the subgraph on ``env``; return its outputs in order."""
+
+
+Compile = Callable[[Graph], SubgraphRunner]
+
+CONTROL_FLOW_OPS = ("If", "Loop", "Scan", "SequenceMap")
+
+
+def is_control_flow(node: Node) -> bool:
+    """Whether the executor runs ``node`` itself (If, Loop, Scan, SequenceMap of ai.onnx)."""
+    return node.domain == "" and node.op_type in CONTROL_FLOW_OPS
+
+
+def bind_control_flow(node: Node, opset: int, compile_graph: Compile):
+    """The kernel for a control-flow node, its subgraphs compiled with ``compile_graph``."""
+    if node.op_type == "If":
+        return IfKernel(node, compile_graph)
+    if node.op_type == "Loop":
+        return LoopKernel(node, compile_graph)
+    if node.op_type == "SequenceMap":
+        return SequenceMapKernel(node, compile_graph)
+    return ScanKernel(node, opset, compile_graph)
+
+
+class _ControlFlowKernel:
+    provider = CPU
+
+    def __init__(self, node: Node):
+        self.node = node
+        self._explicit = len(node.inputs)
+
+    def outer_env(self, inputs: list, runner: SubgraphRunner) -> dict[str, Any]:
+        """The outer-scope values ``runner``'s graph reads, from the implicit inputs."""
+        implicit = dict(zip(self.node.implicit_inputs, inputs[self._explicit:]))
+        return {name: implicit[name] for name in runner.outer_refs if name in implicit}
+
+
+class IfKernel(_ControlFlowKernel):
+    """Runs ``then_branch`` or ``else_branch`` on the value of the one-element condition."""
+
+    def __init__(self, node: Node, compile_graph: Compile):
+        super().__init__(node)
+        self.then_branch = compile_graph(node.attrs["then_branch"])
+        self.else_branch = compile_graph(node.attrs["else_branch"])
+
+    def run(self, inputs: list) -> list:
+        """Run the branch the condition picks; return its outputs."""
+        cond = np.asarray(inputs[0])
+        if cond.size != 1:
+            raise KernelError(f"{self.node.label}: the condition must hold one element, "
+                              f"got shape {cond.shape}")
+        branch = self.then_branch if bool(cond.reshape(-1)[0]) else self.else_branch
+        return branch.run(self.outer_env(inputs, branch))
+
+
+class LoopKernel(_ControlFlowKernel):
+    """ONNX Loop: a trip count and/or condition, loop-carried values, stacked scan outputs."""
+
+    def __init__(self, node: Node, compile_graph: Compile):
+        super().__init__(node)
+        self.body = compile_graph(node.attrs["body"])
+        self.body_inputs = [v.name for v in self.body.graph.inputs]
+        self.carried = len(node.inputs) - 2
+
+    def run(self, inputs: list) -> list:
+        """Iterate the body; return the final loop-carried values, then the scan outputs."""
+        trip, cond, carried = inputs[0], inputs[1], list(inputs[2:self._explicit])
+        limit = None if trip is None else int(np.asarray(trip).reshape(-1)[0])
+        keep_going = True if cond is None else bool(np.asarray(cond).reshape(-1)[0])
+        outer = self.outer_env(inputs, self.body)
+        scans: list[list] | None = None
+        iteration = 0
+        while keep_going and (limit is None or iteration < limit):
+            env = dict(outer)
+            env[self.body_inputs[0]] = np.array(iteration, dtype=np.int64)
+            env[self.body_inputs[1]] = np.array(keep_going)
+            env.update(zip(self.body_inputs[2:], carried))
+            outputs = self.body.run(env)
+            keep_going = bool(np.asarray(outputs[0]).reshape(-1)[0])
+            carried = outputs[1:1 + self.carried]
+            if scans is None:
+                scans = [[] for _ in outputs[1 + self.carried:]]
+            for collected, value in zip(scans, outputs[1 + self.carried:]):
+                collected.append(value)
+            iteration += 1
+        first_scan = 1 + self.carried
+        stacked = [_stack(values, self.body.graph, first_scan + k, self.node)
+                   for k, values in enumerate(scans or [[]] * self._scan_count())]
+        return carried + stacked
+
+    def _scan_count(self) -> int:
+        return len(self.body.graph.outputs) - 1 - self.carried
+
+
+class ScanKernel(_ControlFlowKernel):
+    """ONNX Scan: opset 9+ axes and directions per input and output; opset 8's batch axis."""
+
+    def __init__(self, node: Node, opset: int, compile_graph: Compile):
+        super().__init__(node)
+        self.body = compile_graph(node.attrs["body"])
+        self.opset = opset
+        self.scan_count = int(node.attrs["num_scan_inputs"])
+        self.body_inputs = [v.name for v in self.body.graph.inputs]
+
+    def run(self, inputs: list) -> list:
+        """Scan the body over the inputs; return the final states, then the scan outputs."""
+        outer = self.outer_env(inputs, self.body)
+        if self.opset >= 9:
+            explicit = inputs[:self._explicit]
+            states = explicit[:len(explicit) - self.scan_count]
+            return self._scan(states, explicit[len(states):], outer, self.node.attrs)
+        return self._scan_batched(inputs[:self._explicit], outer)
+
+    def _scan(self, states: list, scanned: list, outer: dict, attrs: dict) -> list:
+        in_axes = _normalized(attrs.get("scan_input_axes"), [np.ndim(x) for x in scanned])
+        in_dirs = attrs.get("scan_input_directions") or attrs.get("directions") or []
+        lengths = {x.shape[axis] for x, axis in zip(scanned, in_axes)}
+        if len(lengths) != 1:
+            raise KernelError(f"{self.node.label}: scan inputs have different lengths {lengths}")
+        length = lengths.pop()
+        per_step: list[list] = []
+        for step in range(length):
+            slices = [np.take(x, length - 1 - step if _reverse(in_dirs, j) else step, axis=axis)
+                      for j, (x, axis) in enumerate(zip(scanned, in_axes))]
+            env = dict(outer)
+            env.update(zip(self.body_inputs, list(states) + slices))
+            outputs = self.body.run(env)
+            states = outputs[:len(states)]
+            per_step.append(outputs[len(states):])
+        return list(states) + self._scan_outputs(per_step, len(states), attrs)
+
+    def _scan_outputs(self, per_step: list[list], first: int, attrs: dict) -> list:
+        count = len(self.body.graph.outputs) - first
+        out_dirs = attrs.get("scan_output_directions") or []
+        results = []
+        for k in range(count):
+            values = [outputs[k] for outputs in per_step]
+            if _reverse(out_dirs, k):
+                values.reverse()
+            stacked = _stack(values, self.body.graph, first + k, self.node)
+            axis = _normalized(attrs.get("scan_output_axes"), [stacked.ndim] * count)[k]
+            results.append(np.moveaxis(stacked, 0, axis))
+        return results
+
+    def _scan_batched(self, inputs: list, outer: dict) -> list:
+        """Opset 8: input 0 is optional sequence lengths; every other input has a batch axis."""
+        lengths, rest = inputs[0], inputs[1:]
+        state_count = len(rest) - self.scan_count
+        batch = rest[0].shape[0]
+        per_batch = []
+        for b in range(batch):
+            scanned = [x[b] for x in rest[state_count:]]
+            if lengths is not None:
+                scanned = [x[:int(lengths[b])] for x in scanned]
+            per_batch.append(self._scan([s[b] for s in rest[:state_count]], scanned, outer,
+                                        self.node.attrs))
+        return [_pad_stack([r[i] for r in per_batch]) for i in range(len(per_batch[0]))]
+
+
+class SequenceMapKernel(_ControlFlowKernel):
+    """ONNX SequenceMap: the body runs once per sequence element; outputs are sequences.
+
+    Additional inputs that are sequences are indexed alongside; tensors are passed whole.
+    """
+
+    def __init__(self, node: Node, compile_graph: Compile):
+        super().__init__(node)
+        self.body = compile_graph(node.attrs["body"])
+        self.body_inputs = [v.name for v in self.body.graph.inputs]
+
+    def run(self, inputs: list) -> list:
+        """Run the body per element; return one sequence per body output."""
+        explicit = inputs[:self._explicit]
+        outer = self.outer_env(inputs, self.body)
+        results: list[list] = [[] for _ in self.body.graph.outputs]
+        for index in range(len(explicit[0])):
+            env = dict(outer)
+            env.update((name, value[index] if isinstance(value, list) else value)
+                       for name, value in zip(self.body_inputs, explicit))
+            for collected, value in zip(results, self.body.run(env)):
+                collected.append(value)
+        return results
+
+
+def _reverse(directions, index: int) -> bool:
+    return index < len(directions) and directions[index] == 1
+
+
+def _normalized(axes, ranks: list[int]) -> list[int]:
+    axes = list(axes or [])
+    return [(axes[i] if i < len(axes) else 0) % max(rank, 1) for i, rank in enumerate(ranks)]
+
+
+def _stack(values: list, body: Graph, output_index: int, node: Node) -> np.ndarray:
+    """Per-iteration values stacked on a new axis 0; zero iterations give a (0, ...) array."""
+    if values:
+        try:
+            return np.stack([np.asarray(v) for v in values])
+        except ValueError as exc:
+            raise KernelError(f"{node.label}: scan output {output_index} changes shape between "
+                              f"iterations: {exc}") from exc
+    declared = body.outputs[output_index].tensor_type
+    if declared is None:
+        return np.empty((0,), dtype=np.float32)
+    shape = declared.shape or ()
+    dims = tuple(d if isinstance(d, int) else 0 for d in shape)
+    return np.empty((0,) + dims, dtype=declared.dtype)
+
+
+def _pad_stack(values: list[np.ndarray]) -> np.ndarray:
+    """Stack per-batch results, zero-padding axis 0 where sequence lengths differ (opset 8)."""
+    if all(np.shape(v) == np.shape(values[0]) for v in values):
+        return np.stack(values)
+    longest = max(v.shape[0] for v in values)
+    padded = [np.concatenate([v, np.zeros((longest - v.shape[0],) + v.shape[1:], v.dtype)])
+              for v in values]
+    return np.stack(padded)

@@ -1,0 +1,140 @@
+"""Running a graph: bound kernels in topological order, each value freed after its last use."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from opforge.runtime.control_flow import bind_control_flow, is_control_flow
+from opforge.runtime.errors import GraphError, KernelError, KernelNotFoundError, RunCancelledError
+from opforge.runtime.graph import Graph, Node, topological_order
+from opforge.runtime.registry import BoundKernel, KernelRegistry
+
+BindKernel = Callable[[Node], BoundKernel]
+
+
+class Dispatcher:
+    """Chooses each node's kernel: the one place that decides what code runs a node.
+
+    If, Loop and Scan run here (their bodies compiled with this same dispatcher); every other
+    node gets the factory of the first provider, in ``providers`` order, that the registry has
+    one for. A factory that raises KernelNotFoundError passes the node to the next provider.
+    """
+
+    def __init__(self, registry: KernelRegistry, providers: Sequence[str], opsets: dict[str, int]):
+        self.registry = registry
+        self.providers = list(providers)
+        self.opsets = opsets
+
+    def opset(self, node: Node) -> int:
+        """The model's version of the node's domain (1 for a custom domain it does not import)."""
+        return self.opsets.get(node.domain, 1)
+
+    def bind(self, node: Node) -> BoundKernel:
+        """A kernel bound to ``node``; raises KernelNotFoundError naming the node if none fits."""
+        opset = self.opset(node)
+        if is_control_flow(node):
+            return bind_control_flow(node, opset, self.compile)
+        reasons = []
+        for provider in self.providers:
+            factory = self.registry.resolve(node.domain, node.op_type, opset, [provider])
+            if factory is None:
+                continue
+            try:
+                return factory(node, opset)
+            except KernelNotFoundError as exc:
+                reasons.append(f"{provider}: {exc}")
+        detail = "; ".join(reasons) or "none of them registers this op"
+        raise KernelNotFoundError(f"no kernel for {node.label} at opset {opset} in providers "
+                                  f"{self.providers}: {detail}")
+
+    def compile(self, graph: Graph) -> "Executor":
+        """An executor for ``graph`` (a subgraph) whose kernels this dispatcher binds."""
+        return Executor(graph, self.bind)
+
+
+@dataclass
+class Step:
+    """One node to run: its kernel, where its inputs come from, what to free after it."""
+
+    node: Node
+    kernel: BoundKernel
+    inputs: list[str]
+    outputs: list[str]
+    frees: list[str]
+
+
+class Executor:
+    """Runs ``graph`` with a kernel bound to each node by ``bind``, in topological order."""
+
+    def __init__(self, graph: Graph, bind: BindKernel):
+        self.graph = graph
+        self.output_names = [v.name for v in graph.outputs]
+        self.outer_refs = graph.outer_refs()
+        nodes = topological_order(graph)
+        self.steps = [Step(node, bind(node), node.inputs + node.implicit_inputs,
+                           node.outputs, []) for node in nodes]
+        self._plan_frees()
+
+    def _plan_frees(self) -> None:
+        """After each step, drop the values no later step reads and no output needs."""
+        last_use: dict[str, int] = {}
+        for index, step in enumerate(self.steps):
+            for name in step.inputs + step.outputs:
+                if name:
+                    last_use[name] = index
+        keep = set(self.output_names)
+        for name, index in last_use.items():
+            if name not in keep:
+                self.steps[index].frees.append(name)
+
+    def run(self, env: dict[str, Any], run_options=None) -> list[Any]:
+        """Run with ``env`` (graph inputs and outer-scope values by name); return the outputs."""
+        values = dict(self.graph.initializers)
+        values.update(env)
+        values[""] = None
+        for step in self.steps:
+            if run_options is not None and run_options.terminate:
+                raise RunCancelledError(f"run cancelled (RunOptions.terminate) before "
+                                        f"{step.node.label}")
+            try:
+                args = [values[name] for name in step.inputs]
+            except KeyError as exc:
+                raise GraphError(f"{step.node.label} reads {exc.args[0]!r}, which has no value "
+                                 "at this point of the run") from None
+            results = _run_kernel(step, args)
+            for name, value in zip(step.outputs, results):
+                if name:
+                    values[name] = value
+            for name in step.frees:
+                values.pop(name, None)
+        return [values[name] for name in self.output_names]
+
+    def providers_by_node(self) -> list[tuple[Node, str]]:
+        """Each node with the provider its kernel runs on, in execution order."""
+        return [(step.node, step.kernel.provider) for step in self.steps]
+
+
+def _run_kernel(step: Step, args: list[Any]) -> list[Any]:
+    try:
+        results = step.kernel.run(args)
+    except (KernelError, RunCancelledError):
+        raise
+    except Exception as exc:
+        shapes = ", ".join(_describe(v) for v in args)
+        raise KernelError(f"{step.node.label} failed on {step.kernel.provider} with inputs "
+                          f"({shapes}): {type(exc).__name__}: {exc}") from exc
+    if len(results) < len([o for o in step.outputs if o]):
+        raise KernelError(f"{step.node.label} returned {len(results)} values for "
+                          f"{len(step.outputs)} outputs")
+    return results
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, list):
+        return f"sequence of {len(value)}"
+    shape = getattr(value, "shape", None)
+    kind = getattr(value, "dtype", type(value).__name__)
+    return f"{kind}{list(shape)}" if shape is not None else str(kind)
+

@@ -1,0 +1,101 @@
+"""Checking the inputs given to ``run`` against the model's declared input types."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+import onnx
+
+from opforge.runtime.errors import FeedError
+from opforge.runtime.graph import ValueInfo
+from opforge.runtime.types import dims_of, elem_dtype, value_type_string
+
+
+def check_feeds(feed: Mapping[str, Any], required: list[ValueInfo],
+                optional: list[ValueInfo]) -> dict[str, Any]:
+    """Validate ``feed`` and return it as the executor's environment.
+
+    ``required`` inputs must be given; ``optional`` ones (initializers that are also graph
+    inputs) may override their initializer. Raises FeedError naming the input and the expected
+    type and shape, for an unknown name, a missing input, a wrong dtype, rank or fixed dim.
+    """
+    if not isinstance(feed, Mapping):
+        raise FeedError("input_feed must be a dict of input name -> value, "
+                        f"not {type(feed).__name__}")
+    declared = {v.name: v for v in required + optional}
+    for name in feed:
+        if name not in declared:
+            raise FeedError(f"unknown input {name!r}; the model's inputs are "
+                            f"{[v.name for v in required]}")
+    env = {}
+    for info in required:
+        if info.name not in feed:
+            raise FeedError(f"input {info.name!r} is missing; it expects {describe(info)}")
+    for name, value in feed.items():
+        info = declared[name]
+        env[name] = check_value(value, info.type_proto, info)
+    return env
+
+
+def describe(info: ValueInfo) -> str:
+    """``tensor(float) of shape ['N', 3]``: a declared input type, for messages."""
+    text = info.type_string
+    tensor = info.tensor_type
+    if tensor is not None and tensor.shape is not None:
+        text += f" of shape {list(tensor.shape)}"
+    return text
+
+
+def check_value(value: Any, type_proto: onnx.TypeProto | None, info: ValueInfo) -> Any:
+    """``value`` converted as the executor wants it, or FeedError if it does not fit."""
+    kind = None if type_proto is None else type_proto.WhichOneof("value")
+    if kind == "tensor_type":
+        return _check_tensor(value, type_proto.tensor_type, info)
+    if kind == "sequence_type":
+        if not isinstance(value, (list, tuple)):
+            raise _mismatch(info, value)
+        return [check_value(v, type_proto.sequence_type.elem_type, info) for v in value]
+    if kind == "optional_type":
+        return None if value is None else check_value(value, type_proto.optional_type.elem_type,
+                                                       info)
+    if kind == "map_type" and not isinstance(value, dict):
+        raise _mismatch(info, value)
+    return value
+
+
+def _check_tensor(value: Any, tensor: onnx.TypeProto.Tensor, info: ValueInfo) -> np.ndarray:
+    if value is None or isinstance(value, (list, tuple, dict)) and not _is_nested_numbers(value):
+        raise _mismatch(info, value)
+    array = np.asarray(value)
+    if not tensor.elem_type:
+        return array
+    expected = elem_dtype(tensor.elem_type)
+    if expected == object and array.dtype.kind in "USO":
+        array = array.astype(object)
+    elif array.dtype != expected:
+        raise _mismatch(info, array)
+    if tensor.HasField("shape"):
+        _check_shape(array, dims_of(tensor.shape), info)
+    return array
+
+
+def _is_nested_numbers(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(
+        isinstance(v, (int, float, bool, str, np.generic)) or _is_nested_numbers(v) for v in value)
+
+
+def _check_shape(array: np.ndarray, dims: tuple, info: ValueInfo) -> None:
+    if array.ndim != len(dims):
+        raise FeedError(f"input {info.name!r} expects {describe(info)} (rank {len(dims)}), "
+                        f"got an array of shape {list(array.shape)} (rank {array.ndim})")
+    for axis, (want, got) in enumerate(zip(dims, array.shape)):
+        if isinstance(want, int) and want != got:
+            raise FeedError(f"input {info.name!r} expects {describe(info)}, got an array of "
+                            f"shape {list(array.shape)}: dimension {axis} is {got}, not {want}")
+
+
+def _mismatch(info: ValueInfo, value: Any) -> FeedError:
+    shape = getattr(value, "shape", None)
+    got = value_type_string(value) + (f" of shape {list(shape)}" if shape is not None else "")
+    return FeedError(f"input {info.name!r} expects {describe(info)}, got {got}")
+

@@ -1,0 +1,53 @@
+"""Session and run options, named and valued as onnxruntime names them."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class GraphOptimizationLevel(enum.IntEnum):
+    """How much the graph is rewritten before it runs (values as in onnxruntime)."""
+
+    ORT_DISABLE_ALL = 0
+    ORT_ENABLE_BASIC = 1
+    ORT_ENABLE_EXTENDED = 2
+    ORT_ENABLE_ALL = 99
+
+
+class ExecutionMode(enum.IntEnum):
+    """Whether independent nodes may run at the same time (values as in onnxruntime)."""
+
+    ORT_SEQUENTIAL = 0
+    ORT_PARALLEL = 1
+
+
+@dataclass
+class SessionOptions:
+    """Options fixed when a session is created.
+
+    ``optimized_model_filepath``: where to save the graph after its passes ("" for nowhere).
+    ``disable_reference_fallback``: never run a node through onnx.reference; a node with no
+    native kernel is then an error when the session is created.
+    """
+
+    graph_optimization_level: GraphOptimizationLevel = GraphOptimizationLevel.ORT_ENABLE_ALL
+    intra_op_num_threads: int = 0
+    inter_op_num_threads: int = 0
+    execution_mode: ExecutionMode = ExecutionMode.ORT_SEQUENTIAL
+    enable_profiling: bool = False
+    profile_file_prefix: str = "opforge_profile"
+    optimized_model_filepath: str = ""
+    log_severity_level: int = 2
+    disable_reference_fallback: bool = False
+
+
+@dataclass
+class RunOptions:
+    """Options for one ``run``; setting ``terminate`` (from another thread) stops the run
+    before its next node with RunCancelledError."""
+
+    terminate: bool = False
+    log_severity_level: int = 2
+    log_verbosity_level: int = 0
+    logid: str = ""
+    only_execute_path_to_fetches: bool = False

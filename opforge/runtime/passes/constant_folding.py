@@ -1,0 +1,72 @@
+"""Constant folding: run, once at load, the nodes whose inputs are all known constants."""
+from __future__ import annotations
+
+import numpy as np
+
+from opforge.runtime.graph import Graph, Node
+from opforge.runtime.model import is_standard_domain
+
+# Ops whose result differs from run to run, or that the reference could not fold on purpose.
+_NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                     "Multinomial", "Bernoulli", "Dropout"}
+
+# Ops that read only their input's shape, so a statically known shape is enough to fold them.
+_SHAPE_ONLY = {"Shape", "Size"}
+
+
+def fold_constants(graph: Graph, context) -> int:
+    """Replace foldable nodes of the main graph by initializers; return how many were folded.
+
+    A node folds when every input it reads is a constant (an initializer that is not also a
+    graph input, or a folded result), or when it is a Shape/Size whose input shape inference
+    fixed completely. It is computed with the very kernel the session would run it with
+    (``context.bind``). Nodes with subgraphs, from custom domains, or random ones never fold,
+    and a node whose kernel fails is left for run time, where its error names it.
+    """
+    overridable = {v.name for v in graph.inputs}
+    constants = {n: a for n, a in graph.initializers.items() if n not in overridable}
+    kept, folded = [], 0
+    for node in graph.nodes:
+        results = _fold(node, constants, context)
+        if results is None:
+            kept.append(node)
+            continue
+        for name, value in zip(node.outputs, results):
+            if name:
+                constants[name] = value
+                graph.initializers[name] = value
+        folded += 1
+    graph.nodes = kept
+    return folded
+
+
+def _fold(node: Node, constants: dict[str, np.ndarray], context) -> list | None:
+    if (node.op_type in _NONDETERMINISTIC or node.subgraphs() or node.implicit_inputs
+            or not is_standard_domain(node.domain)):
+        return None
+    if node.op_type in _SHAPE_ONLY and node.inputs and node.inputs[0] not in constants:
+        args = _shape_stand_in(node.inputs[0], context)
+    elif all(name in constants for name in node.inputs if name):
+        args = [constants[name] if name else None for name in node.inputs]
+    else:
+        return None
+    if args is None:
+        return None
+    try:
+        results = context.bind(node).run(args)
+    except Exception:  # a kernel may fail any way it likes; the run will report it
+        return None
+    outputs = [r for name, r in zip(node.outputs, results) if name]
+    if len(outputs) != len([n for n in node.outputs if n]):
+        return None
+    if not all(isinstance(r, np.ndarray) for r in outputs):
+        return None
+    return list(results)
+
+
+def _shape_stand_in(name: str, context) -> list | None:
+    """A zero-cost array of ``name``'s inferred shape, if that shape is fully static."""
+    known = context.types.get(name)
+    if known is None or known.shape is None or not all(isinstance(d, int) for d in known.shape):
+        return None
+    return [np.broadcast_to(np.zeros((), dtype=known.dtype), known.shape)]

@@ -1,0 +1,2 @@
+"""Execution providers; importing this package registers their kernels."""
+from opforge.runtime.providers import reference  # noqa: F401

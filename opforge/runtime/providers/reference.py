@@ -1,0 +1,129 @@
+"""The last-resort provider: any node onnx.reference implements, run one node at a time."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx
+from onnx.reference import ReferenceEvaluator
+
+from opforge.runtime.errors import KernelNotFoundError
+from opforge.runtime.graph import Node
+from opforge.runtime.registry import ANY_OP, REFERENCE, KernelRegistry, default_registry
+
+# The domains whose operators onnx.reference implements.
+DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview.training", "ai.onnx.preview")
+
+# Ops that onnx.reference dropped, run as the op that replaced them: (op type, opset).
+_REPLACED_BY = {("", "Scatter"): ("ScatterElements", 11)}
+
+# Before opset 13 these flattened their input to 2-D at ``axis`` (default 1); onnx.reference
+# implements only the opset-13 form (one axis, default -1) whatever the model's opset.
+_FLATTENING_OPS = ("Softmax", "LogSoftmax", "Hardmax")
+
+
+class ReferenceKernel:
+    """Runs one node through an onnx.reference evaluator built once, when the node is bound.
+
+    The node becomes the body of a one-node FunctionProto whose inputs are the node's inputs
+    followed by its implicit (outer-scope) inputs, so subgraphs that read enclosing values work.
+    """
+
+    provider = REFERENCE
+
+    def __init__(self, node: Node, opset: int):
+        self.node = node
+        self._output_names = [name for name in node.outputs if name]
+        self._input_names = list(dict.fromkeys(n for n in node.inputs + node.implicit_inputs if n))
+        self._positions = self._input_positions(node)
+        proto = node.to_proto()
+        op_type, opset = _REPLACED_BY.get((node.domain, node.op_type), (node.op_type, opset))
+        proto.op_type = op_type
+        function = onnx.helper.make_function(
+            "opforge.reference", f"node_{node.op_type}", self._input_names, self._output_names,
+            [proto], _opset_imports(node, opset))
+        # Untyped entries make onnx.reference expand context-dependent functions (Gelu,
+        # GroupNormalization...) from the actual inputs at run time instead of refusing.
+        function.value_info.extend(onnx.ValueInfoProto(name=name) for name in self._output_names)
+        try:
+            self._evaluator = ReferenceEvaluator(function)
+        except Exception as exc:  # onnx.reference reports a missing op in several ways
+            raise KernelNotFoundError(
+                f"onnx.reference has no implementation for {node.label} at opset {opset}: "
+                f"{type(exc).__name__}: {exc}") from exc
+
+    def _input_positions(self, node: Node) -> list[int]:
+        """For each evaluator input, its position in the ``run`` input list."""
+        first: dict[str, int] = {}
+        for position, name in enumerate(node.inputs + node.implicit_inputs):
+            first.setdefault(name, position)
+        return [first[name] for name in self._input_names]
+
+    def run(self, inputs: list) -> list:
+        """Evaluate the node; returns one value per node output ("" outputs get None)."""
+        feeds = {name: inputs[p] for name, p in zip(self._input_names, self._positions)}
+        results = self._evaluator.run(None, feeds, attributes={})
+        by_name = dict(zip(self._output_names, results))
+        return [by_name.get(name) if name else None for name in self.node.outputs]
+
+
+class FlatteningKernel:
+    """Softmax, LogSoftmax or Hardmax before opset 13: run on the input flattened to 2-D."""
+
+    provider = REFERENCE
+
+    def __init__(self, node: Node, opset: int):
+        self.node = node
+        self.axis = int(node.attrs.get("axis", 1))
+        attr_types = {**node.attr_types, "axis": onnx.AttributeProto.INT}
+        inner = dataclasses.replace(node, attrs={**node.attrs, "axis": -1}, attr_types=attr_types)
+        self._inner = ReferenceKernel(inner, 13)
+
+    def run(self, inputs: list) -> list:
+        """Flatten to 2-D at the axis, apply the op on the last axis, restore the shape."""
+        x = inputs[0]
+        axis = self.axis % max(x.ndim, 1)
+        rows, cols = int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:]))
+        result = self._inner.run([x.reshape(rows, cols)])[0]
+        return [result.reshape(x.shape)]
+
+
+def reference_kernel(node: Node, opset: int):
+    """The reference provider's factory: a ReferenceKernel, adapted where onnx.reference errs."""
+    if node.domain == "" and node.op_type in _FLATTENING_OPS and opset < 13:
+        return FlatteningKernel(node, opset)
+    return ReferenceKernel(node, opset)
+
+
+def _opset_imports(node: Node, opset: int) -> list[onnx.OperatorSetIdProto]:
+    """The node's domain at ``opset``; other domains its subgraphs use at their newest version."""
+    versions = {node.domain: opset}
+    for domain in _subgraph_domains(node):
+        versions.setdefault(domain, _newest_version(domain))
+    return [onnx.helper.make_opsetid(d, v) for d, v in versions.items()]
+
+
+def _subgraph_domains(node: Node) -> set[str]:
+    domains: set[str] = set()
+    for graph in node.subgraphs():
+        for inner in graph.nodes:
+            domains.add(inner.domain)
+            domains |= _subgraph_domains(inner)
+    return domains
+
+
+def _newest_version(domain: str) -> int:
+    if domain == "":
+        return onnx.defs.onnx_opset_version()
+    versions = [s.since_version for s in onnx.defs.get_all_schemas_with_history()
+                if s.domain == domain]
+    return max(versions, default=1)
+
+
+def register(registry: KernelRegistry = default_registry) -> None:
+    """Make ``reference_kernel`` the reference provider's factory for every op of ``DOMAINS``."""
+    for domain in DOMAINS:
+        registry.register(domain, ANY_OP, 1, REFERENCE, reference_kernel)
+
+
+register()

@@ -1,0 +1,181 @@
+"""InferenceSession: onnxruntime's Python API over opforge's load -> graph -> passes -> execute."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import onnx
+
+from opforge.runtime import ops as _ops  # noqa: F401  (registers the built-in Python kernels)
+from opforge.runtime import providers as _providers  # noqa: F401  (registers the reference kernels)
+from opforge.runtime.errors import FeedError
+from opforge.runtime.executor import Dispatcher, Executor
+from opforge.runtime.feeds import check_feeds
+from opforge.runtime.functions import inline_local_functions
+from opforge.runtime.graph import Graph, ValueInfo, build_graph, sort_graph
+from opforge.runtime.model import ModelSource, load_model
+from opforge.runtime.options import RunOptions, SessionOptions
+from opforge.runtime.passes import PassContext, run_passes
+from opforge.runtime.registry import CPU, PROVIDERS, REFERENCE, KernelRegistry, default_registry
+from opforge.runtime.shapes import InferredTypes, infer_types
+
+logger = logging.getLogger("opforge.runtime")
+
+
+@dataclass(frozen=True)
+class NodeArg:
+    """A graph input or output as onnxruntime describes it: name, type string, shape list."""
+
+    name: str
+    type: str
+    shape: list
+
+
+@dataclass(frozen=True)
+class ModelMetadata:
+    """The model's metadata, with onnxruntime's attribute names."""
+
+    producer_name: str
+    graph_name: str
+    domain: str
+    description: str
+    graph_description: str
+    version: int
+    custom_metadata_map: dict[str, str] = field(default_factory=dict)
+
+
+class InferenceSession:
+    """Load a model once, then ``run`` it many times; a drop-in for onnxruntime's session.
+
+    ``path_or_bytes``: a model path, its bytes, or an onnx.ModelProto. ``providers``: names (or
+    ``(name, options)`` pairs) in priority order, default CPU; the reference provider is added
+    last unless ``sess_options.disable_reference_fallback``. ``custom_ops``: op libraries whose
+    kernels join this session's registry (stored; not yet wired). ``base_dir=`` (keyword) is
+    where external data lives when the model is given as bytes. Raises ModelLoadError,
+    GraphError or KernelNotFoundError, each naming the file or node at fault.
+    """
+
+    def __init__(self, path_or_bytes: ModelSource, sess_options: SessionOptions | None = None,
+                 providers: Sequence[Any] | None = None,
+                 provider_options: Sequence[dict] | None = None,
+                 custom_ops: Sequence[Any] | None = None, **kwargs: Any):
+        self._sess_options = sess_options or SessionOptions()
+        self._providers, self._provider_options = _provider_list(
+            providers, provider_options, self._sess_options.disable_reference_fallback)
+        self._custom_ops = list(custom_ops or [])
+        self.registry = KernelRegistry(parent=default_registry)
+        graph = self._load(path_or_bytes, kwargs.get("base_dir"))
+        self.types: InferredTypes = infer_types(graph, self._opsets)
+        for warning in self.types.warnings:
+            logger.warning("%s", warning)
+        self.dispatcher = Dispatcher(self.registry, self._providers, self._opsets)
+        self._optimize(graph)
+        self._executor = Executor(graph, self.dispatcher.bind)
+        self._report_fallback()
+
+    def _load(self, source: ModelSource, base_dir) -> Graph:
+        """Load, expand local functions, build the graph in topological order."""
+        loaded = load_model(source, base_dir)
+        self._model = inline_local_functions(loaded.proto)
+        self._opsets = loaded.opsets
+        graph = build_graph(self._model.graph)
+        sort_graph(graph)
+        self._required = [v for v in graph.inputs if v.name not in graph.initializers]
+        self._overridable = [v for v in graph.inputs if v.name in graph.initializers]
+        self._outputs = list(graph.outputs)
+        return graph
+
+    def _optimize(self, graph: Graph) -> None:
+        """Run the passes of the session's optimization level; save the result if asked."""
+        self.pass_stats = run_passes(graph, self._sess_options.graph_optimization_level,
+                                     PassContext(self.dispatcher.bind, self.types))
+        if self._sess_options.optimized_model_filepath:
+            onnx.save(self._optimized_model(graph), self._sess_options.optimized_model_filepath)
+
+    def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
+            run_options: RunOptions | None = None) -> list[Any]:
+        """Run the model on ``input_feed`` ({input name: value}); return the named outputs
+        (all when ``output_names`` is None), in that order. Raises FeedError for a bad feed,
+        KernelError naming the node that failed, RunCancelledError if ``terminate`` was set."""
+        names = list(output_names) if output_names else [v.name for v in self._outputs]
+        known = {v.name for v in self._outputs}
+        for name in names:
+            if name not in known:
+                raise FeedError(f"unknown output {name!r}; the model's outputs are {sorted(known)}")
+        env = check_feeds(input_feed, self._required, self._overridable)
+        values = dict(zip(self._executor.output_names, self._executor.run(env, run_options)))
+        return [values[name] for name in names]
+
+    def get_inputs(self) -> list[NodeArg]:
+        """The inputs a caller must feed (initializers that are also inputs left out)."""
+        return [_node_arg(v) for v in self._required]
+
+    def get_overridable_initializers(self) -> list[NodeArg]:
+        """Initializers that are also graph inputs, which a feed may replace."""
+        return [_node_arg(v) for v in self._overridable]
+
+    def get_outputs(self) -> list[NodeArg]:
+        """The model's outputs, as declared."""
+        return [_node_arg(v) for v in self._outputs]
+
+    def get_modelmeta(self) -> ModelMetadata:
+        """The model's producer, names, descriptions, version and custom metadata."""
+        model = self._model
+        return ModelMetadata(model.producer_name, model.graph.name, model.domain, model.doc_string,
+                             model.graph.doc_string, model.model_version,
+                             {p.key: p.value for p in model.metadata_props})
+
+    def get_providers(self) -> list[str]:
+        """The providers this session may use, in priority order."""
+        return list(self._providers)
+
+    def get_provider_options(self) -> dict[str, dict]:
+        """The options given for each provider."""
+        return dict(self._provider_options)
+
+    def get_session_options(self) -> SessionOptions:
+        """The options this session was created with."""
+        return self._sess_options
+
+    def node_providers(self) -> list[tuple[str, str, str]]:
+        """``(node name, op type, provider)`` for every node the session runs, in order."""
+        return [(node.name, node.op_type, provider)
+                for node, provider in self._executor.providers_by_node()]
+
+    def _report_fallback(self) -> None:
+        fallback = [n.label for n, p in self._executor.providers_by_node() if p == REFERENCE]
+        if fallback:
+            logger.info("%d of %d nodes run on %s: %s", len(fallback),
+                        len(self._executor.steps), REFERENCE, ", ".join(fallback))
+
+    def _optimized_model(self, graph: Graph) -> onnx.ModelProto:
+        model = onnx.ModelProto()
+        model.CopyFrom(self._model)
+        model.graph.CopyFrom(graph.to_proto())
+        return model
+
+
+def _provider_list(providers, provider_options, no_reference: bool):
+    names, options = [], {}
+    for index, entry in enumerate(providers or [CPU]):
+        name, opts = (entry[0], dict(entry[1])) if isinstance(entry, (tuple, list)) else (entry, {})
+        if provider_options and index < len(provider_options):
+            opts.update(provider_options[index])
+        if name not in PROVIDERS:
+            raise ValueError(f"unknown execution provider {name!r}; opforge has {list(PROVIDERS)}")
+        if name not in names:
+            names.append(name)
+            options[name] = opts
+    if no_reference:
+        names = [n for n in names if n != REFERENCE]
+    elif REFERENCE not in names:
+        names.append(REFERENCE)
+        options[REFERENCE] = {}
+    return names, options
+
+
+def _node_arg(value: ValueInfo) -> NodeArg:
+    tensor = value.tensor_type
+    shape = list(tensor.shape) if tensor is not None and tensor.shape is not None else []
+    return NodeArg(value.name, value.type_string, shape)

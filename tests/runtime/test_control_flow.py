@@ -1,0 +1,105 @@
+"""If, Loop and Scan with subgraphs reading outer-scope values, compared with onnxruntime."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from onnx_builders import assert_same, model, onnxruntime_outputs, tensor
+from opforge.runtime import InferenceSession
+
+BOOL, INT64, FLOAT = TensorProto.BOOL, TensorProto.INT64, TensorProto.FLOAT
+
+
+def if_model():
+    """y = If(c): x * scale else x - scale; ``scale`` is made in the main graph after the If."""
+    then_graph = helper.make_graph([helper.make_node("Mul", ["x", "scale"], ["t"])], "then", [],
+                                   [tensor("t", [3])])
+    else_graph = helper.make_graph([helper.make_node("Sub", ["x", "scale"], ["e"])], "else", [],
+                                   [tensor("e", [3])])
+    return model([helper.make_node("If", ["c"], ["y"], then_branch=then_graph,
+                                   else_branch=else_graph),
+                  helper.make_node("Abs", ["x"], ["scale"])],
+                 [tensor("c", [], BOOL), tensor("x", [3])], [tensor("y", [3])])
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_if_reads_outer_values(cond):
+    feed = {"c": np.array(cond), "x": np.array([-1.0, 2.0, -3.0], np.float32)}
+    proto = if_model()
+    assert_same(InferenceSession(proto).run(None, feed), onnxruntime_outputs(proto, feed))
+
+
+def loop_model():
+    """Loop M times: acc += x * bias (bias from the main graph), scan out acc each step.
+
+    The body also holds an If that reads ``limit`` from the main graph, two scopes up.
+    """
+    inner_then = helper.make_graph([helper.make_node("Identity", ["limit"], ["o"])], "t", [],
+                                   [tensor("o", [], BOOL)])
+    inner_else = helper.make_graph([helper.make_node("Not", ["limit"], ["p"])], "e", [],
+                                   [tensor("p", [], BOOL)])
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["x", "bias"], ["step"]),
+         helper.make_node("Add", ["acc_in", "step"], ["acc_out"]),
+         helper.make_node("Identity", ["acc_out"], ["scan_out"]),
+         helper.make_node("If", ["cond_in"], ["cond_out"], then_branch=inner_then,
+                          else_branch=inner_else)],
+        "body", [tensor("i", [], INT64), tensor("cond_in", [], BOOL), tensor("acc_in", [2])],
+        [tensor("cond_out", [], BOOL), tensor("acc_out", [2]), tensor("scan_out", [2])])
+    nodes = [helper.make_node("Loop", ["M", "", "acc0"], ["acc", "trace"], body=body),
+             helper.make_node("Neg", ["x"], ["bias"])]
+    return model(nodes, [tensor("M", [], INT64), tensor("x", [2]), tensor("acc0", [2]),
+                         tensor("limit", [], BOOL)],
+                 [tensor("acc", [2]), tensor("trace", [None, 2])])
+
+
+def test_loop_reads_outer_values_at_two_depths():
+    feed = {"M": np.array(4, np.int64), "x": np.array([1.0, -2.0], np.float32),
+            "acc0": np.array([0.5, 0.5], np.float32), "limit": np.array(True)}
+    proto = loop_model()
+    actual = InferenceSession(proto).run(None, feed)
+    assert actual[1].shape == (4, 2)
+    assert_same(actual, onnxruntime_outputs(proto, feed))
+
+
+def test_loop_with_zero_trips_returns_initial_values():
+    feed = {"M": np.array(0, np.int64), "x": np.array([1.0, -2.0], np.float32),
+            "acc0": np.array([0.5, 0.5], np.float32), "limit": np.array(True)}
+    acc, trace = InferenceSession(loop_model()).run(None, feed)
+    np.testing.assert_array_equal(acc, feed["acc0"])
+    assert trace.shape == (0, 2) and trace.dtype == np.float32
+
+
+def scan_model(opset_attrs: dict):
+    """Scan over rows: state += row * w (w from the main graph); scan out state and row."""
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["row", "w"], ["weighted"]),
+         helper.make_node("Add", ["state_in", "weighted"], ["state_out"]),
+         helper.make_node("Identity", ["state_out"], ["out_state"]),
+         helper.make_node("Neg", ["row"], ["out_row"])],
+        "body", [tensor("state_in", [3]), tensor("row", [3])],
+        [tensor("state_out", [3]), tensor("out_state", [3]), tensor("out_row", [3])])
+    nodes = [helper.make_node("Scan", ["init", "xs"], ["final", "states", "rows"], body=body,
+                              num_scan_inputs=1, **opset_attrs),
+             helper.make_node("Sqrt", ["weights"], ["w"])]
+    return model(nodes, [tensor("init", [3]), tensor("xs", [None, None]), tensor("weights", [3])],
+                 [tensor("final", [3]), tensor("states", [None, None]), tensor("rows", [None, None])])
+
+
+@pytest.mark.parametrize("attrs", [
+    {},
+    {"scan_input_directions": [1], "scan_output_directions": [0, 1]},
+    {"scan_input_axes": [1], "scan_output_axes": [1, -1]},
+    {"scan_input_axes": [-1], "scan_input_directions": [1], "scan_output_axes": [0, 1]},
+])
+def test_scan_reads_outer_values_with_axes_and_directions(attrs):
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((4, 3) if not attrs.get("scan_input_axes") else (3, 4))
+    feed = {"init": np.zeros(3, np.float32), "xs": xs.astype(np.float32),
+            "weights": np.array([1.0, 4.0, 9.0], np.float32)}
+    proto = scan_model(attrs)
+    assert_same(InferenceSession(proto).run(None, feed), onnxruntime_outputs(proto, feed))
+
+
+def test_control_flow_runs_on_the_executor_not_the_reference():
+    providers = {op: provider for _, op, provider in InferenceSession(loop_model()).node_providers()}
+    assert providers["Loop"] == "CPUExecutionProvider"

@@ -1,0 +1,129 @@
+"""InferenceSession: onnxruntime's API, feed validation, options, providers and cancellation."""
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from onnx import TensorProto, helper
+
+from onnx_builders import chain_model, model, tensor
+from opforge.runtime import (FeedError, GraphOptimizationLevel, InferenceSession, KernelError,
+                             KernelNotFoundError, RunCancelledError, RunOptions, SessionOptions)
+from opforge.runtime.registry import CPU, REFERENCE
+
+
+def typed_model():
+    """Inputs of several kinds: a float matrix with a symbolic dim, an int64 vector, a sequence."""
+    seq = helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None)
+    nodes = [helper.make_node("Relu", ["x"], ["y"]),
+             helper.make_node("Identity", ["ids"], ["ids_out"]),
+             helper.make_node("SequenceLength", ["s"], ["count"])]
+    proto = model(nodes, [tensor("x", ["batch", 3]), tensor("ids", [2], TensorProto.INT64), seq],
+                  [tensor("y", ["batch", 3]), tensor("ids_out", [2], TensorProto.INT64),
+                   tensor("count", [], TensorProto.INT64)])
+    proto.producer_name, proto.model_version, proto.doc_string = "tests", 7, "a test model"
+    onnx.helper.set_model_props(proto, {"owner": "runtime"})
+    return proto
+
+
+def good_feed():
+    return {"x": np.ones((2, 3), np.float32), "ids": np.array([1, 2], np.int64),
+            "s": [np.zeros(2, np.float32)]}
+
+
+def test_inputs_outputs_and_metadata_read_like_onnxruntime():
+    proto = typed_model()
+    ours = InferenceSession(proto)
+    theirs = onnxruntime.InferenceSession(proto.SerializeToString())
+    for mine, other in zip(ours.get_inputs() + ours.get_outputs(),
+                           theirs.get_inputs() + theirs.get_outputs()):
+        assert (mine.name, mine.type, mine.shape) == (other.name, other.type, other.shape)
+    meta, other_meta = ours.get_modelmeta(), theirs.get_modelmeta()
+    for field in ("producer_name", "graph_name", "domain", "description", "version",
+                  "custom_metadata_map"):
+        assert getattr(meta, field) == getattr(other_meta, field), field
+
+
+def test_run_returns_requested_outputs_in_order():
+    session = InferenceSession(typed_model())
+    count, y = session.run(["count", "y"], good_feed())
+    assert count == 1 and y.shape == (2, 3)
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"extra": np.ones(1)}, r"unknown input 'extra'"),
+    ({"x": np.ones((2, 3), np.float64)}, r"input 'x' expects tensor\(float\) of shape \['batch', 3\], got tensor\(double\)"),
+    ({"x": np.ones(3, np.float32)}, r"input 'x' expects .*rank 2.*shape \[3\]"),
+    ({"x": np.ones((2, 4), np.float32)}, r"input 'x' expects .*dimension 1 is 4, not 3"),
+    ({"ids": np.array([1, 2], np.int32)}, r"input 'ids' expects tensor\(int64\)"),
+    ({"s": np.zeros(2, np.float32)}, r"input 's' expects seq\(tensor\(float\)\)"),
+])
+def test_bad_feeds_name_the_input_and_expected_type(change, message):
+    feed = {**good_feed(), **change}
+    with pytest.raises(FeedError, match=message):
+        InferenceSession(typed_model()).run(None, feed)
+
+
+def test_missing_input_names_it_and_its_type():
+    feed = good_feed()
+    del feed["ids"]
+    with pytest.raises(FeedError, match=r"input 'ids' is missing; it expects tensor\(int64\) of shape \[2\]"):
+        InferenceSession(typed_model()).run(None, feed)
+
+
+def test_unknown_output_is_named():
+    with pytest.raises(FeedError, match="unknown output 'nope'"):
+        InferenceSession(typed_model()).run(["nope"], good_feed())
+
+
+def test_terminate_stops_the_run():
+    with pytest.raises(RunCancelledError, match="before node 'a'"):
+        InferenceSession(chain_model()).run(None, {"x": np.ones((1, 3), np.float32)},
+                                            RunOptions(terminate=True))
+
+
+def test_providers_default_to_cpu_then_reference():
+    session = InferenceSession(chain_model())
+    assert session.get_providers() == [CPU, REFERENCE]
+    options = SessionOptions(disable_reference_fallback=True)
+    with pytest.raises(KernelNotFoundError, match=r"node 'a' \(Relu, domain 'ai.onnx'\) at opset 17"):
+        InferenceSession(chain_model(), options, providers=[CPU])
+    with pytest.raises(ValueError, match="unknown execution provider"):
+        InferenceSession(chain_model(), providers=["TensorrtExecutionProvider"])
+
+
+def test_custom_ops_are_kept_for_later_wiring():
+    library = object()
+    session = InferenceSession(chain_model(), custom_ops=[library])
+    assert session._custom_ops == [library]
+
+
+def test_optimized_model_is_saved_folded(tmp_path):
+    nodes = [helper.make_node("Constant", [], ["two"], value=helper.make_tensor("v", 1, [], [2.0])),
+             helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Cast", ["shape"], ["shape_f"], to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["shape_f", "two"], ["scaled"]),
+             helper.make_node("Neg", ["x"], ["unused"]),
+             helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+             helper.make_node("Add", ["total", "scaled"], ["y"])]
+    proto = model(nodes, [tensor("x", [2, 3])], [tensor("y", [2])])
+    path = tmp_path / "optimized.onnx"
+    session = InferenceSession(proto, SessionOptions(optimized_model_filepath=str(path)))
+    assert [op for _, op, _ in session.node_providers()] == ["ReduceSum", "Add"]
+    saved = onnx.load(path)
+    assert [n.op_type for n in saved.graph.node] == ["ReduceSum", "Add"]
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    expected = x.sum() + np.array([4.0, 6.0], np.float32)
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], expected)
+    unoptimized = InferenceSession(proto, SessionOptions(
+        graph_optimization_level=GraphOptimizationLevel.ORT_DISABLE_ALL))
+    assert len(unoptimized.node_providers()) == 7
+    np.testing.assert_allclose(unoptimized.run(None, {"x": x})[0], expected)
+
+
+def test_kernel_failure_names_the_node():
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["y"], name="bad_reshape")]
+    proto = model(nodes, [tensor("x", [None]), tensor("shape", [1], TensorProto.INT64)],
+                  [tensor("y", None)])
+    with pytest.raises(KernelError, match=r"node 'bad_reshape' \(Reshape"):
+        InferenceSession(proto).run(None, {"x": np.ones(4, np.float32),
+                                           "shape": np.array([3], np.int64)})
