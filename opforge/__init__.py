@@ -4,5 +4,31 @@ from opforge.errors import BuildError, CacheError, OpError, OpforgeError
 
 __version__ = "0.1.0"
 
-__all__ = ["BuildError", "CacheError", "CustomOpBuilder", "OpError", "OpforgeError", "load_dir",
-           "load_inline", "__version__"]
+# The runtime imports onnx (~140 ms): it loads on first use, so building and calling ops stays light.
+_RUNTIME = {
+    "InferenceSession": "opforge.runtime.session",
+    "SessionOptions": "opforge.runtime.options",
+    "RunOptions": "opforge.runtime.options",
+    "GraphOptimizationLevel": "opforge.runtime.options",
+    "ExecutionMode": "opforge.runtime.options",
+    "custom_op": "opforge.runtime.python_op",
+    "PythonOp": "opforge.runtime.python_op",
+    "OpMapping": "opforge.runtime.mapping",
+}
+
+
+def __getattr__(name: str):
+    if name in _RUNTIME:
+        import importlib
+
+        return getattr(importlib.import_module(_RUNTIME[name]), name)
+    raise AttributeError(f"module 'opforge' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_RUNTIME))
+
+
+__all__ = ["BuildError", "CacheError", "CustomOpBuilder", "ExecutionMode", "GraphOptimizationLevel",
+           "InferenceSession", "OpError", "OpMapping", "OpforgeError", "PythonOp", "RunOptions",
+           "SessionOptions", "custom_op", "load_dir", "load_inline", "__version__"]

@@ -61,6 +61,67 @@ def cmd_cache(args) -> int:
     return 0
 
 
+def _custom_ops(args) -> list:
+    return [p for p in (args.ops or [])]
+
+
+def _numpy_dtype(type_string: str):
+    """'tensor(float)' -> float32, as onnxruntime names element types."""
+    import numpy as np
+
+    name = type_string[type_string.find("(") + 1:type_string.rfind(")")]
+    return np.dtype({"float": "float32", "double": "float64", "float16": "float16"}.get(name, name))
+
+
+def _feeds(sess, specs, seed: int) -> dict:
+    """name=file.npy pairs; inputs not given are filled with random data of the declared shape."""
+    import numpy as np
+
+    given = {}
+    for spec in specs or []:
+        name, sep, path = spec.partition("=")
+        if not sep:
+            raise ValueError(f"--input {spec!r}: expected NAME=FILE.npy")
+        given[name] = np.load(path)
+    rng = np.random.default_rng(seed)
+    for arg in sess.get_inputs():
+        if arg.name not in given:
+            dtype = _numpy_dtype(arg.type)
+            shape = [d if isinstance(d, int) and d >= 0 else 1 for d in arg.shape]
+            given[arg.name] = (rng.standard_normal(shape) if dtype.kind == "f" else
+                               rng.integers(0, 2, shape)).astype(dtype)
+            print(f"input {arg.name}: random {dtype} {tuple(shape)}")
+    return given
+
+
+def cmd_run(args) -> int:
+    import numpy as np
+
+    import opforge
+
+    sess = opforge.InferenceSession(args.model, custom_ops=_custom_ops(args))
+    feeds = _feeds(sess, args.input, args.seed)
+    outputs = sess.run(None, feeds)
+    out_dir = Path(args.output_dir) if args.output_dir else None
+    if out_dir:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    for arg, value in zip(sess.get_outputs(), outputs):
+        value = np.asarray(value)
+        preview = np.array2string(value.ravel()[:6], precision=4, separator=", ")
+        print(f"output {arg.name}: {value.dtype} {value.shape} {preview}")
+        if out_dir:
+            np.save(out_dir / f"{arg.name.replace('/', '_')}.npy", value)
+    return 0
+
+
+def cmd_info(args) -> int:
+    import opforge
+
+    sess = opforge.InferenceSession(args.model, custom_ops=_custom_ops(args))
+    print(sess.describe())
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="opforge", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -69,6 +130,17 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--name")
     b.add_argument("-v", "--verbose", action="store_true")
     b.set_defaults(func=cmd_build)
+    r = sub.add_parser("run", help="run an ONNX model on inputs from .npy files (or random ones)")
+    r.add_argument("model")
+    r.add_argument("--ops", action="append", help="a folder of .cpp ops, a source, or a library (repeatable)")
+    r.add_argument("--input", action="append", metavar="NAME=FILE.npy")
+    r.add_argument("--output-dir")
+    r.add_argument("--seed", type=int, default=0)
+    r.set_defaults(func=cmd_run)
+    i = sub.add_parser("info", help="inputs, outputs, opsets, op histogram, the kernel of each node")
+    i.add_argument("model")
+    i.add_argument("--ops", action="append")
+    i.set_defaults(func=cmd_info)
     c = sub.add_parser("cache", help="list, clean or check the build cache")
     c.add_argument("action", choices=["ls", "clean", "doctor"])
     c.add_argument("--all", action="store_true", help="clean: remove everything")

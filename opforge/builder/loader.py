@@ -25,8 +25,9 @@ def load_entry(entry: Entry, name: str):
     path = str(entry.artifact)
     if entry.manifest["kind"] == "extension":
         return _load_extension(entry.manifest["module_name"], path)
-    from opforge import _core
+    from opforge import _core, config
 
+    _core.set_default_threads(config.num_threads())  # sizes the eager pool once per process
     return OpLibrary(name, path, _core.load_library(path))
 
 

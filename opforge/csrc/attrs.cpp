@@ -182,7 +182,7 @@ void AttrPack::set_tensors(opf_attr& out, const py::handle& value, bool many) {
     items.append(value);
   }
   for (auto item : items) {
-    py::array a = np.attr("ascontiguousarray")(as_array(item));
+    py::array a = np.attr("asarray")(as_array(item), py::arg("order") = "C");  // keeps 0-d arrays 0-d
     keep_.push_back(a);
     tensors_.back().push_back(view_of(a));
   }

@@ -2,6 +2,7 @@
 #include "library.h"
 
 #include <dlfcn.h>
+#include <pybind11/stl.h>
 
 #include <cstring>
 #include <mutex>
@@ -146,7 +147,7 @@ std::vector<opf_tensor> OpHandle::eager_inputs(const py::args& args, std::vector
     py::array a = as_array(args[i]);
     if (!def_->accepts_strided && !(a.flags() & py::array::c_style)) {
       if (!np) np = py::module_::import("numpy");
-      a = np.attr("ascontiguousarray")(a);
+      a = np.attr("asarray")(a, py::arg("order") = "C");
     }
     keep.push_back(a);
     ins[i] = view_of(a);
@@ -239,7 +240,7 @@ py::list OpHandle::infer(const py::list& metas, const AttrPack& attrs, int num_o
     py::tuple m = metas[i].cast<py::tuple>();
     ins[i] = meta_of(m[0].cast<int32_t>(), m[1].cast<std::vector<int64_t>>());
     if (m.size() > 2 && !m[2].is_none()) {
-      py::array a = py::module_::import("numpy").attr("ascontiguousarray")(m[2]);
+      py::array a = py::module_::import("numpy").attr("asarray")(m[2], py::arg("order") = "C");
       keep.push_back(a);
       ins[i].data = const_cast<void*>(a.data());
     }

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "attrs.h"
+#include "executor.h"
 #include "library.h"
 #include "tensors.h"
 #include "thread_pool.h"
@@ -33,6 +34,20 @@ PYBIND11_MODULE(_core, m) {
            py::arg("given"), "Converts attribute values (name -> value) for this op; raises TypeError.")
       .def("infer", &OpHandle::infer, py::arg("metas"), py::arg("attrs"), py::arg("num_outputs"))
       .def(
+          "workspace_size",
+          [](const OpHandle& h, const py::list& inputs, const AttrPack& attrs) {
+            std::vector<opf_tensor> ins(inputs.size());
+            for (size_t i = 0; i < inputs.size(); ++i) {
+              if (inputs[i].is_none()) {
+                std::memset(&ins[i], 0, sizeof(opf_tensor));
+              } else {
+                ins[i] = view_of(inputs[i].cast<py::array>());
+              }
+            }
+            return h.workspace_bytes(ins, attrs);
+          },
+          py::arg("inputs"), py::arg("attrs"), "Scratch bytes the op asks for with these inputs.")
+      .def(
           "run",
           [](const OpHandle& h, const py::list& inputs, const py::list& outputs, const AttrPack& attrs,
              ThreadPool* pool) {
@@ -58,6 +73,18 @@ PYBIND11_MODULE(_core, m) {
             h.compute(ins, outs, attrs, ws > 0 ? p : nullptr, ws, pool);
           },
           py::arg("inputs"), py::arg("outputs"), py::arg("attrs"), py::arg("pool") = nullptr);
+
+  py::class_<Plan>(m, "Plan", "A compiled execution plan for one input-shape signature.")
+      .def(py::init<int, int64_t, ThreadPool*>(), py::arg("num_slots"), py::arg("arena_bytes"),
+           py::arg("pool") = nullptr, py::keep_alive<1, 4>())
+      .def("set_slot", &Plan::set_slot, py::arg("slot"), py::arg("kind"), py::arg("offset"),
+           py::arg("planned_bytes"))
+      .def("set_constant", &Plan::set_constant, py::arg("slot"), py::arg("value"))
+      .def("add_native", &Plan::add_native)
+      .def("add_python", &Plan::add_python)
+      .def("run", &Plan::run, py::arg("feeds"), py::arg("outputs"), py::arg("cancel") = py::none())
+      .def_property_readonly("arena_bytes", &Plan::arena_bytes)
+      .def_property_readonly("num_steps", &Plan::num_steps);
 
   m.def("load_library", &load_library, py::arg("path"),
         "dlopen()s an op library and returns its ops; raises ImportError with the reason.");

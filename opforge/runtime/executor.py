@@ -1,6 +1,7 @@
 """Running a graph: bound kernels in topological order, each value freed after its last use."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -20,10 +21,12 @@ class Dispatcher:
     one for. A factory that raises KernelNotFoundError passes the node to the next provider.
     """
 
-    def __init__(self, registry: KernelRegistry, providers: Sequence[str], opsets: dict[str, int]):
+    def __init__(self, registry: KernelRegistry, providers: Sequence[str], opsets: dict[str, int],
+                 types=None):
         self.registry = registry
         self.providers = list(providers)
         self.opsets = opsets
+        self.types = types   # InferredTypes: kernels may decline dtypes they do not implement
 
     def opset(self, node: Node) -> int:
         """The model's version of the node's domain (1 for a custom domain it does not import)."""
@@ -32,6 +35,8 @@ class Dispatcher:
     def bind(self, node: Node) -> BoundKernel:
         """A kernel bound to ``node``; raises KernelNotFoundError naming the node if none fits."""
         opset = self.opset(node)
+        if self.types is not None and not node.input_types:
+            node.input_types = [self.types.get(name) if name else None for name in node.inputs]
         if is_control_flow(node):
             return bind_control_flow(node, opset, self.compile)
         reasons = []
@@ -44,8 +49,11 @@ class Dispatcher:
             except KernelNotFoundError as exc:
                 reasons.append(f"{provider}: {exc}")
         detail = "; ".join(reasons) or "none of them registers this op"
-        raise KernelNotFoundError(f"no kernel for {node.label} at opset {opset} in providers "
-                                  f"{self.providers}: {detail}")
+        raise KernelNotFoundError(
+            f"no kernel for {node.label} at opset {opset} in providers {self.providers}: {detail}. "
+            "Supply one with InferenceSession(..., custom_ops=[...]): a C++ op library "
+            "(opforge.CustomOpBuilder / load_dir, or a path to its sources), a Python op "
+            "(@opforge.custom_op), or an opforge.OpMapping to existing ops")
 
     def compile(self, graph: Graph) -> "Executor":
         """An executor for ``graph`` (a subgraph) whose kernels this dispatcher binds."""
@@ -70,6 +78,7 @@ class Executor:
         self.graph = graph
         self.output_names = [v.name for v in graph.outputs]
         self.outer_refs = graph.outer_refs()
+        self.profile: list | None = None   # (step, start, seconds) per node run, when profiling
         nodes = topological_order(graph)
         self.steps = [Step(node, bind(node), node.inputs + node.implicit_inputs,
                            node.outputs, []) for node in nodes]
@@ -87,8 +96,12 @@ class Executor:
             if name not in keep:
                 self.steps[index].frees.append(name)
 
-    def run(self, env: dict[str, Any], run_options=None) -> list[Any]:
-        """Run with ``env`` (graph inputs and outer-scope values by name); return the outputs."""
+    def run(self, env: dict[str, Any], run_options=None, record: dict | None = None) -> list[Any]:
+        """Run with ``env`` (graph inputs and outer-scope values by name); return the outputs.
+
+        With ``record``, each value a node produces is noted there as (dtype, shape), or None
+        for a value that is not an array (the memory planner sizes values from this).
+        """
         values = dict(self.graph.initializers)
         values.update(env)
         values[""] = None
@@ -101,10 +114,15 @@ class Executor:
             except KeyError as exc:
                 raise GraphError(f"{step.node.label} reads {exc.args[0]!r}, which has no value "
                                  "at this point of the run") from None
+            started = time.perf_counter() if self.profile is not None else 0.0
             results = _run_kernel(step, args)
+            if self.profile is not None:
+                self.profile.append((step, started, time.perf_counter() - started))
             for name, value in zip(step.outputs, results):
                 if name:
                     values[name] = value
+                    if record is not None:
+                        record[name] = (value.dtype, value.shape) if hasattr(value, "dtype") else None
             for name in step.frees:
                 values.pop(name, None)
         return [values[name] for name in self.output_names]

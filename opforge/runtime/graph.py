@@ -65,6 +65,8 @@ class Node:
     attrs: dict[str, Any] = field(default_factory=dict)
     implicit_inputs: list[str] = field(default_factory=list)
     attr_types: dict[str, int] = field(default_factory=dict)
+    input_types: list = field(default_factory=list)
+    """TensorType (or None) per input, filled from shape inference before kernels are bound."""
 
     @property
     def label(self) -> str:

@@ -16,7 +16,7 @@ def blas_flags() -> "tuple[list, list]":
         import scipy_openblas32 as blas
     except ImportError:
         raise ImportError("opforge's CPU kernels need OpenBLAS: pip install scipy-openblas32 "
-                          "(part of `pip install opforge[runtime]`)") from None
+                          "(a dependency of opforge)") from None
     lib_dir = blas.get_lib_dir()
     return ([f"-I{blas.get_include_dir()}"],
             [f"-L{lib_dir}", f"-l{blas.get_library()}", f"-Wl,-rpath,{lib_dir}"])

@@ -28,6 +28,8 @@ class SessionOptions:
     ``optimized_model_filepath``: where to save the graph after its passes ("" for nowhere).
     ``disable_reference_fallback``: never run a node through onnx.reference; a node with no
     native kernel is then an error when the session is created.
+    ``enable_mem_pattern``: after the first run of an input signature, run it through a
+    compiled plan with a planned arena (as onnxruntime's memory pattern).
     """
 
     graph_optimization_level: GraphOptimizationLevel = GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -39,6 +41,8 @@ class SessionOptions:
     optimized_model_filepath: str = ""
     log_severity_level: int = 2
     disable_reference_fallback: bool = False
+    enable_mem_pattern: bool = True
+    """Compile a plan per input-shape signature: one arena, native kernels in a C++ loop."""
 
 
 @dataclass

@@ -1,12 +1,17 @@
 """InferenceSession: onnxruntime's Python API over opforge's load -> graph -> passes -> execute."""
 from __future__ import annotations
 
+import json
 import logging
+import os
+import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import onnx
 
+from opforge import _core
+from opforge.runtime import custom, native
 from opforge.runtime import ops as _ops  # noqa: F401  (registers the built-in Python kernels)
 from opforge.runtime import providers as _providers  # noqa: F401  (registers the reference kernels)
 from opforge.runtime.errors import FeedError
@@ -14,9 +19,12 @@ from opforge.runtime.executor import Dispatcher, Executor
 from opforge.runtime.feeds import check_feeds
 from opforge.runtime.functions import inline_local_functions
 from opforge.runtime.graph import Graph, ValueInfo, build_graph, sort_graph
+from opforge.runtime.mapping import apply_mappings
 from opforge.runtime.model import ModelSource, load_model
 from opforge.runtime.options import RunOptions, SessionOptions
 from opforge.runtime.passes import PassContext, run_passes
+from opforge.runtime.plan import PlannedExecutor
+from opforge.runtime.providers.native import register_library
 from opforge.runtime.registry import CPU, PROVIDERS, REFERENCE, KernelRegistry, default_registry
 from opforge.runtime.shapes import InferredTypes, infer_types
 
@@ -63,22 +71,43 @@ class InferenceSession:
         self._sess_options = sess_options or SessionOptions()
         self._providers, self._provider_options = _provider_list(
             providers, provider_options, self._sess_options.disable_reference_fallback)
-        self._custom_ops = list(custom_ops or [])
-        self.registry = KernelRegistry(parent=default_registry)
+        self._custom = custom.collect(custom_ops)
+        self._pool = _core.ThreadPool(self._sess_options.intra_op_num_threads or os.cpu_count() or 1)
+        self.registry = self._kernel_registry()
         graph = self._load(path_or_bytes, kwargs.get("base_dir"))
-        self.types: InferredTypes = infer_types(graph, self._opsets)
+        self.types: InferredTypes = infer_types(
+            graph, self._opsets, custom.make_custom_infer(self.registry, self._providers, self._opsets))
         for warning in self.types.warnings:
             logger.warning("%s", warning)
-        self.dispatcher = Dispatcher(self.registry, self._providers, self._opsets)
+        self.dispatcher = Dispatcher(self.registry, self._providers, self._opsets, self.types)
         self._optimize(graph)
         self._executor = Executor(graph, self.dispatcher.bind)
+        profiling = self._sess_options.enable_profiling
+        if profiling:
+            self._executor.profile = []
+            self._profile_start = time.perf_counter()
+        # profiling times each node on the Python executor, so it bypasses the compiled plans
+        self._runner = PlannedExecutor(self._executor, self._pool,
+                                       self._sess_options.enable_mem_pattern and not profiling)
         self._report_fallback()
 
+    def _kernel_registry(self) -> KernelRegistry:
+        """Layers over the default registry: built-in native CPU kernels, then custom ops (which
+        override built-ins of the same domain and op type)."""
+        builtin = KernelRegistry(parent=default_registry)
+        fallback = REFERENCE in self._providers
+        if CPU in self._providers and native.kernel_sources():
+            register_library(builtin, native.cpu_kernels(), CPU, self._pool, fallback)
+        session = KernelRegistry(parent=builtin)
+        custom.register(session, self._custom, self._pool, fallback)
+        return session
+
     def _load(self, source: ModelSource, base_dir) -> Graph:
-        """Load, expand local functions, build the graph in topological order."""
+        """Load, expand local functions, apply op mappings, build the graph in topological order."""
         loaded = load_model(source, base_dir)
         self._model = inline_local_functions(loaded.proto)
         self._opsets = loaded.opsets
+        self.mapped_nodes = apply_mappings(self._model, self._custom.mappings, self._opsets)
         graph = build_graph(self._model.graph)
         sort_graph(graph)
         self._required = [v for v in graph.inputs if v.name not in graph.initializers]
@@ -104,7 +133,7 @@ class InferenceSession:
             if name not in known:
                 raise FeedError(f"unknown output {name!r}; the model's outputs are {sorted(known)}")
         env = check_feeds(input_feed, self._required, self._overridable)
-        values = dict(zip(self._executor.output_names, self._executor.run(env, run_options)))
+        values = dict(zip(self._executor.output_names, self._runner.run(env, run_options)))
         return [values[name] for name in names]
 
     def get_inputs(self) -> list[NodeArg]:
@@ -137,6 +166,45 @@ class InferenceSession:
     def get_session_options(self) -> SessionOptions:
         """The options this session was created with."""
         return self._sess_options
+
+    def memory_plan(self, input_feed: Mapping[str, Any]):
+        """The compiled plan for this feed's input signature (after one run with it), or None.
+
+        ``memory_plan(feed).dump()`` prints each value's size, arena offset, lifetime and kind.
+        """
+        return self._runner.plan_for(check_feeds(input_feed, self._required, self._overridable))
+
+    def end_profiling(self) -> str:
+        """Writes the profile of the runs so far as chrome-trace JSON; returns the file name."""
+        if self._executor.profile is None:
+            return ""
+        events = [{"name": step.node.name or step.node.outputs[0], "cat": "Node", "ph": "X",
+                   "ts": (start - self._profile_start) * 1e6, "dur": seconds * 1e6, "pid": os.getpid(),
+                   "tid": 0, "args": {"op_type": step.node.op_type, "provider": step.kernel.provider}}
+                  for step, start, seconds in self._executor.profile]
+        path = f"{self._sess_options.profile_file_prefix}_{time.strftime('%Y-%m-%d_%H-%M-%S')}.json"
+        with open(path, "w") as f:
+            json.dump(events, f)
+        self._executor.profile = []
+        return path
+
+    def describe(self) -> str:
+        """A report for people: inputs, outputs, opsets, op histogram, each node's kernel."""
+        from collections import Counter
+
+        lines = ["inputs:"] + [f"  {a.name}: {a.type} {a.shape}" for a in self.get_inputs()]
+        lines += ["outputs:"] + [f"  {a.name}: {a.type} {a.shape}" for a in self.get_outputs()]
+        lines.append("opsets: " + ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in sorted(self._opsets.items())))
+        nodes = self.node_providers()
+        histogram = Counter(op for _, op, _ in nodes)
+        lines.append(f"ops ({len(nodes)} nodes after optimization):")
+        lines += [f"  {op:<28}{n:>6}" for op, n in histogram.most_common()]
+        by_provider = Counter(p for _, _, p in nodes)
+        lines.append("kernels: " + ", ".join(f"{n} on {p}" for p, n in by_provider.most_common()))
+        for node, provider in self._executor.providers_by_node():
+            name = node.name or f"-> {node.outputs[0] if node.outputs else '?'}"
+            lines.append(f"  {name[:40]:<42}{node.op_type:<24}{provider}")
+        return "\n".join(lines)
 
     def node_providers(self) -> list[tuple[str, str, str]]:
         """``(node name, op type, provider)`` for every node the session runs, in order."""

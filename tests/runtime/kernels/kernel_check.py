@@ -13,7 +13,7 @@ def run_onnxruntime(op_type, inputs, attrs=None, opset=18, num_outputs=1, domain
     node = helper.make_node(op_type, names, outs, domain=domain, **(attrs or {}))
     graph_inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)
                     for n, x in zip(names, inputs) if x is not None]
-    graph_outputs = [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in outs]
+    graph_outputs = [helper.make_empty_tensor_value_info(o) for o in outs]
     graph = helper.make_graph([node], "one_node", graph_inputs, graph_outputs)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid(domain, opset)])
     model.ir_version = 8

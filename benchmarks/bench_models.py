@@ -1,0 +1,109 @@
+"""Model latency, side by side in one run: onnxruntime and opforge on the same inputs.
+
+    python benchmarks/bench_models.py [--threads 2] [--repeat 20] [models...]
+
+Runs the light_* model-zoo graphs shipped in the onnx wheel and a 1000-node Add chain, each on
+one random input, and prints session creation time, median latency of each runtime, the
+opforge/onnxruntime latency ratio and per-node dispatch time for the Add chain. Outputs are
+checked against onnxruntime before timing. Targets (DESIGN.md): geo-mean latency ratio <= 1.0,
+Add chain <= 0.45 us/node.
+"""
+import argparse
+import math
+import os
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+import onnxruntime as ort
+import opforge
+
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+
+def add_chain(n: int = 1000) -> onnx.ModelProto:
+    """x -> Add(x, c) -> Add(., c) ... n times, on a small tensor: pure dispatch cost."""
+    nodes = [helper.make_node("Add", [f"v{i}", "c"], [f"v{i + 1}"]) for i in range(n)]
+    graph = helper.make_graph(nodes, "add_chain", [helper.make_tensor_value_info("v0", TensorProto.FLOAT, [16])],
+                              [helper.make_tensor_value_info(f"v{n}", TensorProto.FLOAT, [16])],
+                              [helper.make_tensor("c", TensorProto.FLOAT, [16], [0.5] * 16)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def median_time(fn, repeat: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def random_feed(sess) -> dict:
+    rng = np.random.default_rng(0)
+    feed = {}
+    for arg in sess.get_inputs():
+        shape = [d if isinstance(d, int) and d > 0 else 1 for d in arg.shape]
+        feed[arg.name] = rng.standard_normal(shape).astype(np.float32)
+    return feed
+
+
+def measure(name: str, model, threads: int, repeat: int) -> dict:
+    source = str(model) if isinstance(model, Path) else model.SerializeToString()
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    start = time.perf_counter()
+    ref = ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
+    ort_create = time.perf_counter() - start
+    options = opforge.SessionOptions()
+    options.intra_op_num_threads = threads
+    start = time.perf_counter()
+    sess = opforge.InferenceSession(source, options)
+    ours_create = time.perf_counter() - start
+    feed = random_feed(ref)
+    want, got = ref.run(None, feed), sess.run(None, feed)
+    got = sess.run(None, feed)  # the second run goes through the compiled plan
+    ok = all(np.allclose(g, w, rtol=1e-3, atol=1e-4) for g, w in zip(got, want))
+    fallback = sum(1 for _, _, p in sess.node_providers() if p != "CPUExecutionProvider")
+    return {"name": name, "ort_create": ort_create, "ours_create": ours_create,
+            "ort": median_time(lambda: ref.run(None, feed), repeat),
+            "ours": median_time(lambda: sess.run(None, feed), repeat), "ok": ok,
+            "nodes": len(sess.node_providers()), "fallback": fallback}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("models", nargs="*", help="light_* model names (default: all)")
+    args = parser.parse_args()
+    paths = sorted(LIGHT.glob("light_*.onnx"))
+    if args.models:
+        paths = [p for p in paths if any(m in p.name for m in args.models)]
+    rows = [measure(p.stem, p, args.threads, args.repeat) for p in paths]
+    chain = measure("add_chain_1000", add_chain(), args.threads, max(args.repeat, 50))
+    print(f"\nmodel latency, {args.threads} thread(s), median of {args.repeat} runs\n")
+    print(f"{'model':<26}{'nodes':>6}{'ref':>5}{'create ort':>12}{'opforge':>9}"
+          f"{'ort ms':>10}{'opforge ms':>12}{'ratio':>8}  match")
+    for r in rows + [chain]:
+        print(f"{r['name']:<26}{r['nodes']:>6}{r['fallback']:>5}{r['ort_create']:>11.2f}s{r['ours_create']:>8.2f}s"
+              f"{r['ort'] * 1e3:>10.2f}{r['ours'] * 1e3:>12.2f}{r['ours'] / r['ort']:>8.2f}  "
+              f"{'yes' if r['ok'] else 'NO'}")
+    if rows:
+        geo = math.exp(sum(math.log(r["ours"] / r["ort"]) for r in rows) / len(rows))
+        print(f"\ngeo-mean latency ratio opforge/onnxruntime over {len(rows)} light models: {geo:.2f} "
+              "(target <= 1.0)")
+    print(f"Add chain dispatch: onnxruntime {chain['ort'] / 1000 * 1e6:.2f} us/node, "
+          f"opforge {chain['ours'] / 1000 * 1e6:.2f} us/node (target <= 0.45)")
+    print("'ref' counts nodes on the reference fallback; ratio < 1 means opforge is faster.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+// executor.h: runs a planned graph as a flat list of steps, with no Python between native kernels.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "attrs.h"
+#include "library.h"
+#include "thread_pool.h"
+
+namespace opforge_core {
+
+namespace py = pybind11;
+
+/// One step of a plan: a native op called through the C ABI, or a Python callable
+/// (reference fallback, control flow, Python ops) called with the GIL held.
+struct PlanStep {
+  std::string label;                    // for error messages: "node 'x' (Relu, ...)"
+  std::shared_ptr<OpHandle> op;         // null for a Python step
+  py::object attrs_owner;               // keeps the AttrPack alive
+  const AttrPack* attrs = nullptr;
+  py::object fn;                        // Python step: fn(list of inputs) -> list of outputs
+  std::vector<int> inputs, outputs;     // slot indices, -1 for absent
+  std::vector<int> release;             // slots dead after this step
+  int64_t workspace_offset = -1;        // planned workspace in the arena, or -1
+  int64_t workspace_bytes = 0;
+};
+
+/// Where a slot's memory comes from.
+enum class SlotKind : int { Dynamic = 0, Arena = 1, Output = 2, Constant = 3, Feed = 4 };
+
+/// A compiled plan: steps, slots, and the arena layout for one input-shape signature.
+/// Immutable once built; several threads may run it at once (each run takes its own arena).
+class Plan {
+ public:
+  Plan(int num_slots, int64_t arena_bytes, ThreadPool* pool);
+  ~Plan();
+
+  void set_slot(int slot, int kind, int64_t offset, int64_t planned_bytes);
+  void set_constant(int slot, py::object value);
+  void add_native(const std::string& label, std::shared_ptr<OpHandle> op, py::object attrs,
+                  std::vector<int> inputs, std::vector<int> outputs, std::vector<int> release,
+                  int64_t workspace_offset, int64_t workspace_bytes);
+  void add_python(const std::string& label, py::object fn, std::vector<int> inputs,
+                  std::vector<int> outputs, std::vector<int> release);
+
+  /// Runs with feeds (slot, array) and returns the values of `outputs` (slots).
+  /// `cancel` is an object whose `terminate` attribute is checked between steps (or None).
+  py::list run(const std::vector<std::pair<int, py::object>>& feeds, const std::vector<int>& outputs,
+               py::object cancel);
+
+  int64_t arena_bytes() const { return arena_bytes_; }
+  size_t num_steps() const { return steps_.size(); }
+
+ private:
+  struct Slot;
+  struct Run;
+  struct SlotInfo {
+    SlotKind kind = SlotKind::Dynamic;
+    int64_t offset = -1, planned_bytes = 0;
+    py::object constant;
+  };
+
+  void run_native(Run& r, const PlanStep& s);
+  void run_python(Run& r, const PlanStep& s);
+  void place_output(Run& r, int slot, opf_tensor& meta);
+  char* take_arena();
+  void give_arena(char* arena);
+
+  std::vector<SlotInfo> slots_;
+  std::vector<PlanStep> steps_;
+  int64_t arena_bytes_;
+  ThreadPool* pool_;
+  std::mutex arenas_mu_;
+  std::vector<char*> free_arenas_;
+};
+
+}  // namespace opforge_core

@@ -1,0 +1,159 @@
+"""Kernels from compiled op libraries (built-in or a user's), bound to nodes through the C ABI."""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from opforge.errors import OpError
+from opforge.runtime.errors import KernelNotFoundError
+from opforge.runtime.model import is_standard_domain
+
+logger = logging.getLogger("opforge.runtime")
+
+DTYPE_CODES = {np.dtype(name): code for name, code in (
+    ("float32", 1), ("uint8", 2), ("int8", 3), ("uint16", 4), ("int16", 5), ("int32", 6),
+    ("int64", 7), ("bool", 9), ("float16", 10), ("float64", 11), ("uint32", 12), ("uint64", 13))}
+CODE_DTYPES = {code: dtype for dtype, code in DTYPE_CODES.items()}
+try:
+    import ml_dtypes
+
+    DTYPE_CODES[np.dtype(ml_dtypes.bfloat16)] = 16
+    CODE_DTYPES[16] = np.dtype(ml_dtypes.bfloat16)
+except ImportError:  # bfloat16 values then go to the reference provider
+    pass
+
+
+def attribute_values(node) -> dict:
+    """The node's attributes as an op's AttrPack takes them (tensors as arrays, graphs as bytes)."""
+    from onnx import numpy_helper
+    from onnx.onnx_ml_pb2 import TensorProto
+
+    out = {}
+    for key, value in node.attrs.items():
+        if isinstance(value, TensorProto):
+            value = numpy_helper.to_array(value)
+        elif isinstance(value, list) and value and isinstance(value[0], TensorProto):
+            value = [numpy_helper.to_array(v) for v in value]
+        elif hasattr(value, "to_proto"):
+            value = value.to_proto()
+        out[key] = value
+    return out
+
+
+def dtype_allowed(schema_param: dict, dtype) -> bool:
+    """Whether a declared input accepts `dtype` (a numpy dtype)."""
+    return not schema_param["dtypes"] or np.dtype(dtype).name in schema_param["dtypes"]
+
+
+class NativeKernel:
+    """A node bound to an op of a compiled library: attributes converted once, outputs
+    allocated from the op's infer at each run."""
+
+    def __init__(self, handle, node, opset: int, provider: str, pool=None, allow_fallback=True):
+        self.handle, self.node, self.opset, self.pool = handle, node, opset, pool
+        self.native_provider, self.allow_fallback = provider, allow_fallback
+        self.schema = handle.schema()
+        try:
+            self.attrs = handle.attrs(attribute_values(node))
+        except TypeError as exc:
+            raise KernelNotFoundError(f"{provider} kernel {handle.name} does not take this "
+                                      f"node's attributes: {exc}") from None
+        self.num_outputs = len(node.outputs)
+        self.inplace = self.schema["inplace"]
+        self.fallback = None    # the reference kernel, once this node has been handed to it
+        self.workspace = 0   # the most scratch bytes a run has asked for, for the memory plan
+
+    @property
+    def provider(self) -> str:
+        """Where the node runs now: the native provider, or the reference one it fell back to."""
+        return self.fallback.provider if self.fallback is not None else self.native_provider
+
+    def _fallback(self):
+        """The reference kernel, for inputs of a dtype only known at run time to be unsupported."""
+        if not self.allow_fallback:
+            raise KernelNotFoundError(f"{self.node.label}: {self.native_provider} kernel "
+                                      f"{self.handle.name} cannot run these inputs and the reference "
+                                      "fallback is disabled")
+        if self.fallback is None:
+            from opforge.runtime.providers.reference import reference_kernel
+
+            self.fallback = reference_kernel(self.node, self.opset)
+        return self.fallback
+
+    def unsupported(self, dtypes: list) -> "str | None":
+        """Why the op cannot take these input dtypes (None when it can)."""
+        params = self.schema["inputs"]
+        for i, dtype in enumerate(dtypes):
+            if dtype is None or not params:
+                continue
+            param = params[min(i, len(params) - 1)]
+            if np.dtype(dtype) not in DTYPE_CODES or not dtype_allowed(param, dtype):
+                return (f"{self.native_provider} kernel {self.handle.name} does not take "
+                        f"{np.dtype(dtype).name} for input '{param['name']}'")
+        if len(dtypes) > len(params) and not (params and params[-1]["variadic"]):
+            return f"{self.native_provider} kernel {self.handle.name} takes at most {len(params)} inputs"
+        return None
+
+    def output_types(self, inputs: list) -> list:
+        """(numpy dtype, shape) per node output, from the op's infer with the values at hand."""
+        metas = [None if x is None else (DTYPE_CODES[x.dtype], x.shape, x) for x in inputs]
+        return [None if t is None else (CODE_DTYPES[t[0]], t[1])
+                for t in self.handle.infer(metas, self.attrs, self.num_outputs)]
+
+    def run(self, inputs: list) -> list:
+        if (self.fallback is not None or self.unsupported([getattr(x, "dtype", None) for x in inputs])
+                or not all(x is None or isinstance(x, np.ndarray) for x in inputs)):
+            return self._fallback().run(inputs)   # sequences, optionals: not for C kernels
+        inputs = [None if x is None else np.asarray(x, order="C") for x in inputs]
+        try:
+            return self._run_native(inputs)
+        except OpError as exc:
+            return self._recover(inputs, exc)
+
+    def _run_native(self, inputs: list) -> list:
+        outputs = [None if t is None or not name else np.empty(t[1], t[0])
+                   for t, name in zip(self.output_types(inputs), self.node.outputs)]
+        if self.schema["has_workspace"]:
+            self.workspace = max(self.workspace, self.handle.workspace_size(inputs, self.attrs))
+        self.handle.run(inputs, outputs, self.attrs, self.pool)
+        return outputs
+
+    def _recover(self, inputs: list, error: Exception) -> list:
+        """A built-in kernel that refuses a node (an attribute value or mode it does not
+        implement, e.g. training_mode=1) hands it to the reference kernel for good; when that
+        fails too, or the op is not a standard one, the kernel's own error stands."""
+        if not is_standard_domain(self.node.domain) or not self.allow_fallback:
+            raise error
+        try:
+            results = self._fallback().run(inputs)
+        except Exception:
+            self.fallback = None
+            raise error from None
+        logger.info("%s runs on the reference provider: the native kernel said %s",
+                    self.node.label, error)
+        return results
+
+
+class NativeFactory:
+    """The registry factory for one op handle: binds nodes of that op type to it."""
+
+    def __init__(self, handle, provider: str, pool=None, allow_fallback: bool = True):
+        self.handle, self.provider, self.pool = handle, provider, pool
+        self.allow_fallback = allow_fallback
+
+    def __call__(self, node, opset: int) -> NativeKernel:
+        kernel = NativeKernel(self.handle, node, opset, self.provider, self.pool, self.allow_fallback)
+        why = kernel.unsupported([None if t is None else t.dtype for t in node.input_types])
+        if why:
+            raise KernelNotFoundError(why)
+        return kernel
+
+
+def register_library(registry, library, provider: str, pool=None, allow_fallback: bool = True) -> int:
+    """Registers every op of an OpLibrary; returns how many. With allow_fallback, a node a
+    kernel refuses at run time goes to the reference provider."""
+    for handle in library.op_table:
+        registry.register(handle.domain, handle.name, handle.since_version, provider,
+                          NativeFactory(handle, provider, pool, allow_fallback))
+    return len(library.op_table)

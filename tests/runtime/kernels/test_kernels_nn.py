@@ -1,0 +1,465 @@
+"""Gemm, MatMul, Conv, ConvTranspose and pooling kernels checked against onnxruntime and the ONNX
+backend node test cases."""
+import importlib
+
+import numpy as np
+import pytest
+
+import opforge
+from kernel_check import check
+from opforge import _core
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+RNG = np.random.default_rng(0)
+F32 = dict(rtol=1e-4, atol=1e-4)
+F64 = dict(rtol=1e-10, atol=1e-10)
+
+
+def rand(*shape, dtype=np.float32):
+    if np.issubdtype(dtype, np.integer):
+        lo = 0 if np.issubdtype(dtype, np.unsignedinteger) else -4
+        return RNG.integers(lo, 5, size=shape).astype(dtype)
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def tol(dtype):
+    return F64 if dtype == np.float64 else F32
+
+
+def check_reference(kernels, op_type, inputs, attrs=None, opset=18, **tolerance):
+    """Like check(), against onnx.reference, for dtypes onnxruntime's CPU kernels lack."""
+    names = [f"in{i}" if x is not None else "" for i, x in enumerate(inputs)]
+    node = helper.make_node(op_type, names, ["out0"], **(attrs or {}))
+    graph = helper.make_graph(
+        [node], "one_node",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)
+         for n, x in zip(names, inputs) if x is not None],
+        [helper.make_empty_tensor_value_info("out0")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    want, = ReferenceEvaluator(model).run(None, {n: x for n, x in zip(names, inputs) if x is not None})
+    got = kernels.op(op_type, domain="", version=opset)(*inputs, **(attrs or {}))
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, **tolerance)
+
+
+# ---- Gemm ----
+
+GEMM_BIAS = [None, (), (1,), (7,), (1, 7), (5, 1), (5, 7)]
+
+
+@pytest.mark.parametrize("trans", [(0, 0), (1, 0), (0, 1), (1, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gemm_transposes_and_bias(kernels, trans, dtype):
+    ta, tb = trans
+    a = rand(*((6, 5) if ta else (5, 6)), dtype=dtype)
+    b = rand(*((7, 6) if tb else (6, 7)), dtype=dtype)
+    for c in GEMM_BIAS:
+        bias = None if c is None else rand(*c, dtype=dtype)
+        check(kernels, "Gemm", [a, b, bias], dict(transA=ta, transB=tb, alpha=0.5, beta=2.0), opset=13, **tol(dtype))
+
+
+@pytest.mark.parametrize("m, n, k", [(1, 1000, 2048), (300, 1, 64), (1, 1, 9), (0, 4, 3), (4, 0, 3)])
+def test_gemm_vector_and_empty_shapes(kernels, m, n, k):
+    for ta, tb in [(0, 0), (1, 1)]:
+        a = rand(*((k, m) if ta else (m, k)))
+        b = rand(*((n, k) if tb else (k, n)))
+        check(kernels, "Gemm", [a, b, rand(n)], dict(transA=ta, transB=tb, beta=0.5), opset=13, **F32)
+        check(kernels, "Gemm", [a, b, None], dict(transA=ta, transB=tb), opset=13, **F32)
+
+
+def test_gemm_empty_inner_dim(kernels):
+    # onnxruntime returns C unscaled here; ONNX (and its reference) give beta * C.
+    got = kernels.op("Gemm", version=13)(rand(3, 0), rand(0, 4), np.ones(4, np.float32), beta=0.5)
+    np.testing.assert_array_equal(got, np.full((3, 4), 0.5, np.float32))
+    got = kernels.op("Gemm", version=13)(rand(0, 3), rand(0, 4), None, transA=1)
+    np.testing.assert_array_equal(got, np.zeros((3, 4), np.float32))
+
+
+def test_gemm_beta_zero_ignores_c(kernels):
+    a, b = rand(3, 4), rand(4, 5)
+    got = kernels.op("Gemm", version=13)(a, b, np.full((5,), np.nan, np.float32), beta=0.0)
+    np.testing.assert_allclose(got, a @ b, **F32)
+
+
+def test_gemm_errors(kernels):
+    gemm = kernels.op("Gemm", version=13)
+    with pytest.raises(opforge.OpError, match="inner dimensions"):
+        gemm(rand(3, 4), rand(5, 6), None)
+    with pytest.raises(opforge.OpError, match="do not broadcast"):
+        gemm(rand(3, 4), rand(4, 6), rand(4))
+    with pytest.raises(opforge.OpError, match="must be 2-D"):
+        gemm(rand(3, 4, 1), rand(4, 6), None)
+
+
+# ---- MatMul ----
+
+MATMUL_SHAPES = [((4,), (4,)), ((4,), (2, 4, 3)), ((2, 3, 4), (4,)), ((3, 4), (4, 5)), ((2, 3, 4), (2, 4, 5)),
+                 ((2, 1, 3, 4), (5, 4, 6)), ((3, 4), (2, 4, 5)), ((2, 3, 4), (4, 5)), ((1, 64), (64, 300)),
+                 ((8, 1, 64), (8, 64, 1)), ((6, 33, 17), (6, 17, 29)), ((0, 3, 4), (4, 5)), ((3, 0), (0, 5)),
+                 ((2, 3, 0), (2, 0, 4)), ((3, 4), (4, 0))]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+def test_matmul_shapes(kernels, dtype):
+    for sa, sb in MATMUL_SHAPES:
+        check(kernels, "MatMul", [rand(*sa, dtype=dtype), rand(*sb, dtype=dtype)], opset=13, **tol(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.uint64])
+def test_matmul_unsigned(kernels, dtype):
+    # onnxruntime 1.31's unsigned MatMul fails with a type mismatch: numpy is the oracle.
+    for sa, sb in MATMUL_SHAPES:
+        a, b = rand(*sa, dtype=dtype), rand(*sb, dtype=dtype)
+        got = kernels.op("MatMul", version=13)(a, b)
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got, np.matmul(a, b))
+
+
+def test_matmul_large_batched(kernels):
+    check(kernels, "MatMul", [rand(12, 64, 32), rand(12, 32, 64)], opset=13, **F32)
+    check(kernels, "MatMul", [rand(3, 200, 150), rand(3, 150, 120)], opset=13, **F32)
+    check(kernels, "MatMul", [rand(2, 1, 100, 70), rand(1, 3, 70, 90)], opset=13, **F32)
+
+
+def test_matmul_errors(kernels):
+    matmul = kernels.op("MatMul", version=13)
+    with pytest.raises(opforge.OpError, match="inner dimensions"):
+        matmul(rand(3, 4), rand(5, 6))
+    with pytest.raises(opforge.OpError, match="do not broadcast"):
+        matmul(rand(2, 3, 4), rand(3, 4, 5))
+    with pytest.raises(opforge.OpError, match="rank >= 1"):
+        matmul(np.float32(1), rand(3))
+
+
+# ---- Conv ----
+
+# (X shape, W shape, attributes): 1-D/2-D/3-D, pads (asymmetric), strides, dilations, groups,
+# depthwise with a channel multiplier, 1x1 (direct GEMM), auto_pad, and sizes that split into
+# several im2col tiles.
+CONV_CASES = [
+    ((1, 3, 8, 8), (4, 3, 3, 3), {}),
+    ((2, 3, 8, 8), (4, 3, 3, 3), dict(pads=[1, 0, 2, 1], strides=[2, 1])),
+    ((2, 3, 9, 8), (4, 3, 3, 2), dict(dilations=[2, 1], strides=[1, 2])),
+    ((2, 4, 9, 8), (6, 2, 3, 3), dict(group=2, auto_pad="SAME_UPPER", strides=[2, 2])),
+    ((2, 4, 9, 8), (6, 2, 3, 3), dict(group=2, auto_pad="SAME_LOWER", strides=[2, 2])),
+    ((2, 4, 9, 8), (6, 4, 2, 3), dict(auto_pad="SAME_LOWER", kernel_shape=[2, 3])),
+    ((2, 4, 9, 8), (8, 4, 3, 3), dict(auto_pad="VALID", strides=[3, 2])),
+    ((2, 4, 9, 8), (8, 1, 3, 3), dict(group=4, pads=[1, 1, 1, 1])),
+    ((2, 4, 9, 8), (4, 1, 3, 3), dict(group=4, pads=[0, 2, 1, 0], strides=[2, 3], dilations=[2, 1])),
+    ((1, 1, 7, 7), (5, 1, 3, 3), dict(pads=[1, 1, 1, 1])),
+    ((2, 4, 9, 8), (8, 4, 1, 1), {}),
+    ((2, 6, 9, 8), (9, 2, 1, 1), dict(group=3)),
+    ((2, 4, 9, 8), (8, 4, 1, 1), dict(strides=[2, 2])),
+    ((2, 4, 9), (8, 4, 3), dict(pads=[1, 1])),
+    ((2, 4, 20), (6, 2, 5), dict(group=2, strides=[3], dilations=[2], pads=[2, 0])),
+    ((2, 4, 5, 6, 7), (3, 4, 3, 2, 3), dict(pads=[1, 0, 1, 1, 0, 1], strides=[1, 2, 1])),
+    ((1, 4, 5, 6, 7), (4, 1, 3, 3, 3), dict(group=4, pads=[1, 1, 1, 1, 1, 1])),
+    ((1, 16, 40, 40), (24, 16, 3, 3), dict(pads=[1, 1, 1, 1])),
+    ((1, 32, 30, 30), (16, 32, 1, 1), {}),
+    ((0, 3, 8, 8), (4, 3, 3, 3), {}),
+]
+
+
+@pytest.mark.parametrize("xs, ws, attrs", CONV_CASES)
+def test_conv(kernels, xs, ws, attrs):
+    x, w, b = rand(*xs), rand(*ws), rand(ws[0])
+    check(kernels, "Conv", [x, w, b], attrs, opset=11, **F32)
+    check(kernels, "Conv", [x, w, None], attrs, opset=11, **F32)
+
+
+def test_conv_float64(kernels):
+    # onnxruntime has no float64 Conv on the CPU: onnx.reference is the oracle.
+    x, w, b = rand(2, 3, 7, 6, dtype=np.float64), rand(4, 3, 3, 3, dtype=np.float64), rand(4, dtype=np.float64)
+    check_reference(kernels, "Conv", [x, w, b], dict(pads=[1, 1, 0, 0], strides=[2, 1]), opset=11, **F64)
+    check_reference(kernels, "Conv", [x, rand(6, 1, 3, 3, dtype=np.float64)], dict(group=3), opset=11, **F64)
+    check_reference(kernels, "Conv", [x, rand(4, 3, 1, 1, dtype=np.float64)], {}, opset=11, **F64)
+
+
+def test_conv_errors(kernels):
+    conv = kernels.op("Conv", version=11)
+    with pytest.raises(opforge.OpError, match="not divisible by group"):
+        conv(rand(1, 3, 5, 5), rand(4, 1, 3, 3), None, group=2)
+    with pytest.raises(opforge.OpError, match="kernel_shape"):
+        conv(rand(1, 3, 5, 5), rand(4, 3, 3, 3), None, kernel_shape=[2, 2])
+    with pytest.raises(opforge.OpError, match="auto_pad"):
+        conv(rand(1, 3, 5, 5), rand(4, 3, 3, 3), None, auto_pad="SAME")
+    with pytest.raises(opforge.OpError, match="larger than the padded input"):
+        conv(rand(1, 3, 2, 2), rand(4, 3, 3, 3), None)
+    with pytest.raises(opforge.OpError, match="'pads' has 2 values"):
+        conv(rand(1, 3, 5, 5), rand(4, 3, 3, 3), None, pads=[1, 1])
+
+
+# ---- ConvTranspose ----
+
+CONV_TRANSPOSE_CASES = [
+    ((1, 3, 4, 4), (3, 2, 3, 3), {}),
+    ((2, 3, 4, 5), (3, 2, 3, 3), dict(strides=[2, 3], pads=[1, 0, 0, 2])),
+    ((2, 4, 4, 5), (4, 3, 3, 2), dict(strides=[2, 2], group=2, output_padding=[1, 0], dilations=[1, 2])),
+    ((2, 4, 4, 5), (4, 3, 3, 3), dict(strides=[2, 2], auto_pad="SAME_UPPER")),
+    ((2, 4, 4, 5), (4, 3, 3, 3), dict(strides=[2, 2], auto_pad="SAME_LOWER")),
+    ((2, 4, 4, 5), (4, 3, 3, 3), dict(strides=[2, 2], auto_pad="VALID")),
+    ((2, 4, 4, 5), (4, 3, 3, 3), dict(strides=[2, 2], output_shape=[9, 10])),
+    ((2, 4, 4, 5), (4, 3, 3, 3), dict(strides=[2, 2], output_shape=[8, 10], auto_pad="SAME_UPPER")),
+    ((2, 4, 4, 5), (4, 3, 3, 3), dict(strides=[2, 2], kernel_shape=[3, 3], output_padding=[1, 1])),
+    ((2, 4, 5), (4, 3, 3), dict(strides=[2], pads=[1, 1])),
+    ((1, 4, 7), (4, 1, 4), dict(strides=[3], group=4, output_padding=[2])),
+    ((2, 4, 5, 3, 4), (4, 3, 3, 2, 3), dict(strides=[2, 1, 2], pads=[1, 0, 1, 1, 0, 0])),
+    ((2, 4, 5, 6), (4, 3, 1, 1), {}),
+    ((2, 4, 5, 6), (4, 3, 1, 1), dict(group=2)),
+    ((0, 3, 4, 4), (3, 2, 3, 3), {}),
+]
+
+
+@pytest.mark.parametrize("xs, ws, attrs", CONV_TRANSPOSE_CASES)
+def test_conv_transpose(kernels, xs, ws, attrs):
+    x, w = rand(*xs), rand(*ws)
+    b = rand(ws[1] * attrs.get("group", 1))
+    check(kernels, "ConvTranspose", [x, w, b], attrs, opset=11, **F32)
+    check(kernels, "ConvTranspose", [x, w, None], attrs, opset=11, **F32)
+
+
+def test_conv_transpose_float64(kernels):
+    x, w = rand(2, 3, 4, 4, dtype=np.float64), rand(3, 2, 3, 3, dtype=np.float64)
+    check_reference(kernels, "ConvTranspose", [x, w, rand(2, dtype=np.float64)], dict(strides=[2, 2]), opset=11,
+                    **F64)
+
+
+def test_conv_transpose_errors(kernels):
+    convt = kernels.op("ConvTranspose", version=11)
+    with pytest.raises(opforge.OpError, match="input channels"):
+        convt(rand(1, 3, 4, 4), rand(4, 2, 3, 3), None)
+    with pytest.raises(opforge.OpError, match="not positive"):
+        convt(rand(1, 3, 2, 2), rand(3, 2, 3, 3), None, pads=[3, 3, 3, 3])
+    with pytest.raises(opforge.OpError, match="'output_shape' has 3 values"):
+        convt(rand(1, 3, 4, 4), rand(3, 2, 3, 3), None, output_shape=[1, 2, 3])
+    with pytest.raises(opforge.OpError, match="differs from W's spatial dim"):
+        convt(rand(1, 3, 4, 4), rand(3, 2, 3, 3), None, kernel_shape=[2, 3])
+
+
+# Every since-version registered, and the opsets between them, as models stamp them.
+VERSION_CASES = [("Gemm", o, [rand(4, 3), rand(3, 8), rand(8)], dict(alpha=1.5)) for o in (7, 9, 11, 13)] + [
+    ("MatMul", o, [rand(2, 3, 4), rand(4, 5)], {}) for o in (1, 9, 13)] + [
+    ("Conv", o, [rand(2, 3, 7, 6), rand(4, 3, 3, 3), rand(4)], dict(pads=[1, 1, 0, 0])) for o in (1, 11, 22)] + [
+    ("ConvTranspose", o, [rand(2, 3, 4, 4), rand(3, 2, 3, 3)], dict(strides=[2, 2])) for o in (1, 11, 22)]
+
+
+@pytest.mark.parametrize("op_type, opset, inputs, attrs", VERSION_CASES,
+                         ids=[f"{c[0]}-{c[1]}" for c in VERSION_CASES])
+def test_versions(kernels, op_type, opset, inputs, attrs):
+    check(kernels, op_type, inputs, attrs, opset=opset, **F32)
+
+
+# ---- pooling ----
+
+# (X shape, attributes) shared by MaxPool, AveragePool and LpPool: pads (asymmetric), strides,
+# ceil_mode (including a last window that would start in the padding), dilations, auto_pad, 1-D
+# and 3-D.
+POOL_CASES = [
+    ((2, 3, 8, 8), dict(kernel_shape=[3, 3])),
+    ((2, 3, 9, 8), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((2, 3, 9, 8), dict(kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 0, 1])),
+    ((2, 3, 9, 8), dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)),
+    ((1, 2, 4, 4), dict(kernel_shape=[3, 3], strides=[3, 3], pads=[1, 1, 1, 1], ceil_mode=1)),
+    ((2, 3, 10, 9), dict(kernel_shape=[3, 3], strides=[2, 2], dilations=[2, 1], pads=[1, 1, 0, 0])),
+    ((2, 3, 10, 9), dict(kernel_shape=[3, 3], strides=[2, 2], dilations=[2, 1], ceil_mode=1, pads=[1, 1, 0, 0])),
+    ((2, 3, 9, 8), dict(kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_UPPER")),
+    ((2, 3, 9, 8), dict(kernel_shape=[3, 3], strides=[2, 2], auto_pad="SAME_LOWER")),
+    ((2, 3, 9, 8), dict(kernel_shape=[3, 3], strides=[2, 2], auto_pad="VALID")),
+    ((2, 3, 9), dict(kernel_shape=[3], strides=[2], pads=[1, 1])),
+    ((2, 3, 5, 6, 7), dict(kernel_shape=[3, 2, 3], strides=[2, 1, 2], pads=[1, 0, 1, 1, 0, 1])),
+    ((1, 4, 56, 56), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((0, 3, 8, 8), dict(kernel_shape=[3, 3])),
+]
+
+
+def run_handle(op, inputs, like, attrs, threads=1):
+    """Runs `op` the way the runtime does: into preallocated outputs shaped like `like` (fewer
+    outputs than the op has leave the rest unrequested), on a pool of `threads` threads."""
+    outputs = [np.empty_like(w) for w in like]
+    op.handle.run(list(inputs), outputs, op.handle.attrs(attrs), _core.ThreadPool(threads))
+    return outputs
+
+
+@pytest.mark.parametrize("xs, attrs", POOL_CASES)
+def test_maxpool(kernels, xs, attrs):
+    x = rand(*xs)
+    y, _ = check(kernels, "MaxPool", [x], attrs, opset=12, num_outputs=2)
+    check(kernels, "MaxPool", [x], dict(attrs, storage_order=1), opset=12, num_outputs=2)
+    # Without Indices requested MaxPool takes its SIMD path.
+    values, = run_handle(kernels.op("MaxPool", version=12), [x], [y], attrs)
+    np.testing.assert_array_equal(values, y)
+
+
+@pytest.mark.parametrize("opset", [1, 8, 10, 11, 12, 22])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.uint8])
+def test_maxpool_versions_and_dtypes(kernels, opset, dtype):
+    if opset < 12 and dtype in (np.int8, np.uint8):
+        return
+    x = (rand(2, 3, 9, 8) * 20).astype(dtype)
+    attrs = dict(kernel_shape=[3, 3], strides=[2, 1], pads=[0, 1, 1, 0])
+    if opset == 1:  # onnxruntime has no MaxPool-1
+        check_reference(kernels, "MaxPool", [x], attrs, opset=opset, **tol(dtype))
+    else:
+        check(kernels, "MaxPool", [x], attrs, opset=opset, num_outputs=2)
+
+
+# Rows wide enough for the SIMD loop, at strides 1, 2 (shuffled loads) and 3, for every dtype.
+WIDE_POOL_CASES = [dict(kernel_shape=[2, 3], strides=[1, s], pads=[0, 1, 1, 0]) for s in (1, 2, 3)]
+
+
+@pytest.mark.parametrize("attrs", WIDE_POOL_CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.uint8])
+def test_pools_wide_rows(kernels, attrs, dtype):
+    x = (rand(1, 2, 4, 301) * 30).astype(dtype)
+    y, _ = check(kernels, "MaxPool", [x], attrs, opset=12, num_outputs=2)
+    values, = run_handle(kernels.op("MaxPool", version=12), [x], [y], attrs)
+    np.testing.assert_array_equal(values, y)
+    if dtype == np.float32:
+        check(kernels, "AveragePool", [x], attrs, opset=19, **F32)
+        check(kernels, "LpPool", [x], attrs, opset=18, **F32)
+    elif dtype == np.float64:  # onnxruntime has no float64 AveragePool or LpPool
+        check_reference(kernels, "AveragePool", [x], attrs, opset=19, **F64)
+        check_reference(kernels, "LpPool", [x], attrs, opset=18, **F64)
+
+
+@pytest.mark.parametrize("xs, attrs", POOL_CASES)
+@pytest.mark.parametrize("count_include_pad", [0, 1])
+def test_average_pool(kernels, xs, attrs, count_include_pad):
+    check(kernels, "AveragePool", [rand(*xs)], dict(attrs, count_include_pad=count_include_pad), opset=19, **F32)
+
+
+@pytest.mark.parametrize("opset", [1, 7, 10, 11])
+def test_average_pool_versions(kernels, opset):
+    attrs = dict(kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 0, 1])
+    if opset >= 7:
+        attrs["count_include_pad"] = 1
+    if opset >= 10:
+        attrs["ceil_mode"] = 1
+    x = rand(2, 3, 9, 8)
+    if opset > 1:
+        check(kernels, "AveragePool", [x], attrs, opset=opset, **F32)
+        return
+    # onnxruntime has no AveragePool-1, and onnx.reference counts its pads; ONNX says they are excluded.
+    want = check(kernels, "AveragePool", [x], dict(attrs, count_include_pad=0), opset=7, **F32)[0]
+    np.testing.assert_array_equal(kernels.op("AveragePool", version=1)(x, **attrs), want)
+
+
+@pytest.mark.parametrize("xs, attrs", POOL_CASES)
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_lp_pool(kernels, xs, attrs, p):
+    check(kernels, "LpPool", [rand(*xs)], dict(attrs, p=p), opset=18, **F32)
+
+
+def test_lp_pool_version_2(kernels):
+    check(kernels, "LpPool", [rand(2, 3, 9, 8)], dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 0, 0]),
+          opset=11, **F32)
+
+
+def test_pools_float64(kernels):
+    x = rand(2, 3, 9, 8, dtype=np.float64)
+    attrs = dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    check(kernels, "MaxPool", [x], attrs, opset=12, num_outputs=2)
+    check_reference(kernels, "AveragePool", [x], dict(attrs, count_include_pad=1), opset=19, **F64)
+    check_reference(kernels, "LpPool", [x], attrs, opset=18, **F64)
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"])
+@pytest.mark.parametrize("xs", [(2, 3, 9, 8), (2, 3, 100), (1, 2, 3, 4, 5), (2, 5, 1, 1), (0, 3, 4, 4)])
+def test_global_pools(kernels, op, xs):
+    check(kernels, op, [rand(*xs)], opset=2 if op == "GlobalLpPool" else 1, **F32)
+
+
+def test_global_pools_float64_and_p(kernels):
+    x = rand(2, 3, 9, 8, dtype=np.float64)
+    check_reference(kernels, "GlobalAveragePool", [x], opset=22, **F64)
+    check_reference(kernels, "GlobalMaxPool", [x], opset=22, **F64)
+    for p in (1, 3):
+        check(kernels, "GlobalLpPool", [rand(2, 3, 9, 8)], dict(p=p), opset=2, **F32)
+
+
+def test_pool_errors(kernels):
+    maxpool = kernels.op("MaxPool", version=12)
+    with pytest.raises(opforge.OpError, match="'kernel_shape' has 1 values"):
+        maxpool(rand(1, 3, 5, 5), kernel_shape=[3])
+    with pytest.raises(opforge.OpError, match="storage_order"):
+        maxpool(rand(1, 3, 5, 5), kernel_shape=[3, 3], storage_order=2)
+    with pytest.raises(opforge.OpError, match="'strides' must be positive"):
+        maxpool(rand(1, 3, 5, 5), kernel_shape=[3, 3], strides=[0, 1])
+    with pytest.raises(opforge.OpError, match="rank >= 3"):
+        kernels.op("AveragePool", version=19)(rand(3, 5), kernel_shape=[3])
+    with pytest.raises(opforge.OpError, match="'p' must be >= 1"):
+        kernels.op("LpPool", version=18)(rand(1, 3, 5, 5), kernel_shape=[3, 3], p=0)
+
+
+# ---- several host threads ----
+
+# Eager calls run on one thread; these run the same ops on pools of 2 and 3 threads, which takes
+# the parallel paths: im2col tiles, GEMMs split by rows or columns, batches, planes.
+THREADED_CASES = [
+    ("Conv", [rand(1, 16, 40, 40), rand(24, 16, 3, 3), rand(24)], dict(pads=[1, 1, 1, 1]), 11),
+    ("Conv", [rand(2, 64, 5, 5), rand(96, 64, 3, 3), rand(96)], dict(pads=[1, 1, 1, 1]), 11),
+    ("Conv", [rand(1, 32, 30, 30), rand(16, 32, 1, 1), None], {}, 11),
+    ("Conv", [rand(2, 8, 30, 30), rand(16, 1, 3, 3), rand(16)], dict(group=8, strides=[2, 2]), 11),
+    ("ConvTranspose", [rand(1, 32, 10, 10), rand(32, 16, 3, 3), rand(16)], dict(strides=[2, 2]), 11),
+    ("Gemm", [rand(300, 200), rand(200, 100), rand(100)], {}, 13),
+    ("Gemm", [rand(200, 64), rand(300, 200), None], dict(transA=1, transB=1), 13),
+    ("Gemm", [rand(1, 512), rand(700, 512), None], dict(transB=1), 13),
+    ("MatMul", [rand(8, 64, 48), rand(8, 48, 32)], {}, 13),
+    ("MatMul", [rand(3, 200, 150), rand(3, 150, 120)], {}, 13),
+    ("MatMul", [rand(4, 100, 150), rand(150, 120)], {}, 13),
+    ("MatMul", [rand(30, 40, dtype=np.int64), rand(40, 50, dtype=np.int64)], {}, 13),
+    ("MaxPool", [rand(2, 8, 30, 30)], dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), 12),
+    ("MaxPool", [rand(2, 8, 30, 30)], dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), 1),
+    ("AveragePool", [rand(2, 8, 30, 30)], dict(kernel_shape=[3, 3], count_include_pad=1), 19),
+    ("GlobalAveragePool", [rand(4, 16, 30, 30)], {}, 1),
+    ("GlobalMaxPool", [rand(4, 16, 30, 30)], {}, 1),
+]
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("case", THREADED_CASES, ids=lambda c: c[0])
+def test_threaded_matches_eager(kernels, threads, case):
+    op_type, inputs, attrs, opset = case
+    op = kernels.op(op_type, domain="", version=opset)
+    want = op(*inputs, **attrs)
+    want = list(want) if isinstance(want, tuple) else [want]
+    for g, w in zip(run_handle(op, inputs, want, attrs, threads), want):
+        np.testing.assert_allclose(g, w, **F32)
+
+
+# ---- ONNX backend node test cases ----
+
+# The pool modules compute their expected outputs in Python when imported (~12 s): marked slow.
+NODE_CASE_MODULES = ["conv", "convtranspose", "gemm", "matmul", "globalaveragepool", "globalmaxpool",
+                     pytest.param("maxpool", marks=pytest.mark.slow),
+                     pytest.param("averagepool", marks=pytest.mark.slow),
+                     pytest.param("lppool", marks=pytest.mark.slow)]
+
+
+def node_cases(module):
+    """The backend test cases one onnx.backend.test.case.node module defines (importing it runs them)."""
+    import onnx.backend.test.case.node as node
+
+    importlib.import_module(f"onnx.backend.test.case.node.{module}")
+    prefix = f"test_{module}_"
+    return [c for c in node._NodeTestCases if c.name.startswith(prefix) or c.name == f"test_{module}"]
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("module", NODE_CASE_MODULES)
+def test_onnx_node_cases(kernels, module):
+    cases = node_cases(module)
+    assert cases
+    for case in cases:
+        node = case.model.graph.node[0]
+        opset = next(o.version for o in case.model.opset_import if o.domain in ("", "ai.onnx"))
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        attrs = {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
+        op = kernels.op(node.op_type, domain="", version=opset)
+        for inputs, outputs in case.data_sets:
+            got = op(*inputs, **attrs)
+            got = got if isinstance(got, tuple) else (got,)
+            for g, want in zip(got, outputs):
+                assert g.shape == want.shape, case.name
+                np.testing.assert_allclose(g, want, rtol=5e-4, atol=1e-5, err_msg=case.name)

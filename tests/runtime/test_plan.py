@@ -1,0 +1,150 @@
+"""Compiled plans: one arena close to the liveness bound, same results as the first run, threads."""
+import threading
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxruntime as ort
+import opforge
+from opforge.runtime.memory import PlanStep, plan_memory
+
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+
+def branchy_model(width=6, depth=5):
+    """Parallel chains of Conv/Relu/Add joined by Concat: many values of mixed lifetimes."""
+    rng = np.random.default_rng(0)
+    nodes, inits, heads = [], [], []
+    for b in range(width):
+        prev = "x"
+        for d in range(depth):
+            w = f"w{b}_{d}"
+            inits.append(numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype(np.float32) * 0.2, w))
+            nodes.append(helper.make_node("Conv", [prev, w], [f"c{b}_{d}"], pads=[1, 1, 1, 1]))
+            nodes.append(helper.make_node("Relu", [f"c{b}_{d}"], [f"r{b}_{d}"]))
+            nodes.append(helper.make_node("Add", [f"r{b}_{d}", prev], [f"a{b}_{d}"]))
+            prev = f"a{b}_{d}"
+        heads.append(prev)
+    nodes.append(helper.make_node("Concat", heads, ["cat"], axis=1))
+    nodes.append(helper.make_node("GlobalAveragePool", ["cat"], ["y"]))
+    graph = helper.make_graph(nodes, "branchy", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.fixture(scope="module")
+def branchy():
+    m = branchy_model()
+    x = np.random.default_rng(1).standard_normal((1, 4, 16, 16)).astype(np.float32)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    return m, x, want
+
+
+def test_planned_runs_match_onnxruntime(branchy):
+    m, x, want = branchy
+    sess = opforge.InferenceSession(m)
+    first = sess.run(None, {"x": x})[0]        # recorded on the Python executor
+    assert sess.memory_plan({"x": x}) is not None
+    for _ in range(3):                          # then the compiled plan
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(first, want, rtol=1e-4, atol=1e-5)
+
+
+def test_arena_reuses_buffers(branchy):
+    m, x, _ = branchy
+    sess = opforge.InferenceSession(m)
+    sess.run(None, {"x": x})
+    plan = sess.memory_plan({"x": x}).memory
+    total = sum(b.size for b in plan.blocks.values() if b.kind != "inplace")
+    assert plan.lower_bound <= plan.arena_bytes < 0.5 * total
+
+
+@pytest.mark.parametrize("name", ["squeezenet", "resnet50", "densenet121", "inception_v2", "shufflenet"])
+def test_arena_peak_is_within_5_percent_of_the_liveness_lower_bound(name):
+    sess = opforge.InferenceSession(str(LIGHT / f"light_{name}.onnx"))
+    arg = sess.get_inputs()[0]
+    feed = {arg.name: np.zeros([d if isinstance(d, int) else 1 for d in arg.shape], np.float32)}
+    sess.run(None, feed)
+    plan = sess.memory_plan(feed).memory
+    assert plan.lower_bound > 0
+    assert plan.arena_bytes <= 1.05 * plan.lower_bound, plan.dump()
+
+
+def test_plan_dump_is_readable(branchy):
+    m, x, _ = branchy
+    sess = opforge.InferenceSession(m)
+    sess.run(None, {"x": x})
+    text = sess.memory_plan({"x": x}).dump()
+    assert "liveness lower bound" in text and "offset" in text
+    assert any(kind in text for kind in ("reuse", "inplace"))
+
+
+def test_new_input_shape_gets_its_own_plan(branchy):
+    m, _, _ = branchy
+    m2 = onnx.ModelProto()
+    m2.CopyFrom(m)
+    m2.graph.input[0].type.tensor_type.shape.dim[2].dim_param = "h"
+    sess = opforge.InferenceSession(m2)
+    ref = ort.InferenceSession(m2.SerializeToString(), providers=["CPUExecutionProvider"])
+    for h in (8, 16, 8, 12, 16):
+        x = np.random.default_rng(h).standard_normal((1, 4, h, 16)).astype(np.float32)
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], ref.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
+
+
+def test_threads_share_one_session(branchy):
+    m, _, _ = branchy
+    sess = opforge.InferenceSession(m)
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    xs = [np.random.default_rng(i).standard_normal((1, 4, 16, 16)).astype(np.float32) for i in range(8)]
+    wants = [ref.run(None, {"x": x})[0] for x in xs]
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(5):
+                np.testing.assert_allclose(sess.run(None, {"x": xs[i]})[0], wants[i], rtol=1e-4, atol=1e-5)
+        except Exception as exc:  # collected and re-raised on the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_data_dependent_shapes_stay_correct():
+    # NonZero's output size depends on values: a plan made for one input must not be reused blindly
+    nodes = [helper.make_node("NonZero", ["x"], ["nz"]), helper.make_node("Transpose", ["nz"], ["t"]),
+             helper.make_node("Cast", ["t"], ["y"], to=TensorProto.FLOAT)]
+    graph = helper.make_graph(nodes, "nz", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sess = opforge.InferenceSession(m)
+    for x in ([0, 1, 0, 2, 0, 3], [1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0], [5, 0, 0, 0, 0, 0]):
+        x = np.array(x, np.float32)
+        np.testing.assert_array_equal(sess.run(None, {"x": x})[0], np.nonzero(x)[0][:, None].astype(np.float32))
+
+
+def test_planner_merges_in_place_outputs():
+    steps = [PlanStep("a", ["x"], ["t1"]), PlanStep("relu", ["t1"], ["t2"], inplace=[0]),
+             PlanStep("b", ["t2"], ["y"])]
+    plan = plan_memory(steps, {"t1": 1000, "t2": 1000}, external={"x", "y"})
+    assert plan.blocks["t2"].kind == "inplace" and plan.blocks["t2"].offset == plan.blocks["t1"].offset
+    assert plan.arena_bytes == 1024
+
+
+def test_light_model_planned_run_matches_onnxruntime():
+    path = LIGHT / "light_squeezenet.onnx"
+    ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    want = ref.run(None, {ref.get_inputs()[0].name: x})[0]
+    sess = opforge.InferenceSession(str(path))
+    for _ in range(2):
+        np.testing.assert_allclose(sess.run(None, {ref.get_inputs()[0].name: x})[0], want, rtol=1e-3, atol=1e-5)
