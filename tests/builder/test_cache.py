@@ -79,6 +79,16 @@ def test_second_load_hits_the_cache(cache_dir, tmp_path, capsys):
     assert capsys.readouterr().out == ""
 
 
+def rewrite(path, data: bytes):
+    """Damages a file on disk the way a crash or another process would: a new file in its place.
+
+    (Writing into the old file would corrupt the copy this test process has mapped and crash it.)
+    """
+    tmp = path.with_name(path.name + ".new")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 def entry_dirs(cache_dir):
     return [p for p in (cache_dir / "libs").iterdir() if p.is_dir() and not p.name.startswith(".")]
 
@@ -91,11 +101,11 @@ def test_corrupted_entry_is_rebuilt(cache_dir, tmp_path, capsys, damage):
     manifest = json.loads((entry / "manifest.json").read_text())
     lib_file = entry / manifest["artifact"]
     if damage == "truncate":
-        lib_file.write_bytes(lib_file.read_bytes()[:1000])
+        rewrite(lib_file, lib_file.read_bytes()[:1000])
     elif damage == "flip":
         data = bytearray(lib_file.read_bytes())
         data[len(data) // 2] ^= 0xFF
-        lib_file.write_bytes(bytes(data))
+        rewrite(lib_file, bytes(data))
     else:
         (entry / "manifest.json").write_text("{not json")
     capsys.readouterr()
@@ -115,7 +125,7 @@ def test_entry_that_fails_to_load_is_rebuilt(cache_dir, tmp_path):
     manifest = json.loads((entry / "manifest.json").read_text())
     # a well-formed manifest describing a file that is not a library: integrity passes, dlopen fails
     junk = b"not an ELF file" * 100
-    (entry / manifest["artifact"]).write_bytes(junk)
+    rewrite(entry / manifest["artifact"], junk)
     import hashlib
 
     manifest.update(size=len(junk), sha256=hashlib.sha256(junk).hexdigest())
