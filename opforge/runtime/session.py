@@ -110,6 +110,11 @@ class InferenceSession:
         self.mapped_nodes = apply_mappings(self._model, self._custom.mappings, self._opsets)
         graph = build_graph(self._model.graph)
         sort_graph(graph)
+        if self._model.ir_version < 4:
+            # Before IR 4 every initializer had to be listed as an input too; such models mean
+            # them as constants (onnxruntime reads them so), so they neither need feeding nor
+            # block constant folding.
+            graph.inputs = [v for v in graph.inputs if v.name not in graph.initializers]
         self._required = [v for v in graph.inputs if v.name not in graph.initializers]
         self._overridable = [v for v in graph.inputs if v.name in graph.initializers]
         self._outputs = list(graph.outputs)
