@@ -163,12 +163,13 @@ def measure(tool, repeat: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-torch", action="store_true", help="skip torch's cpp_extension (slow)")
     args = parser.parse_args()
     targets = {"cold build": 2.0, "edit + rebuild": 0.5, "fresh process": 0.15}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         tools = {}
-        for cls in (Opforge, PlainPybind, TorchExtension):
+        for cls in (Opforge, PlainPybind) + (() if args.no_torch else (TorchExtension,)):
             work = tmp / cls.__name__
             work.mkdir()
             try:

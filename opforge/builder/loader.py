@@ -1,10 +1,7 @@
 """Loading a published entry: an op library through the C ABI, or a pybind11 extension module."""
-import importlib.machinery
-import importlib.util
 import os
 import stat
 
-from opforge.builder.ops import OpLibrary
 from opforge.cache import Entry
 from opforge.errors import CacheError
 
@@ -26,12 +23,16 @@ def load_entry(entry: Entry, name: str):
     if entry.manifest["kind"] == "extension":
         return _load_extension(entry.manifest["module_name"], path)
     from opforge import _core, config
+    from opforge.builder.ops import OpLibrary
 
     _core.set_default_threads(config.num_threads())  # sizes the eager pool once per process
     return OpLibrary(name, path, _core.load_library(path))
 
 
 def _load_extension(module_name: str, path: str):
+    import importlib.machinery
+    import importlib.util
+
     loader = importlib.machinery.ExtensionFileLoader(module_name, path)
     spec = importlib.util.spec_from_file_location(module_name, path, loader=loader)
     module = importlib.util.module_from_spec(spec)

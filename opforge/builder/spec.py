@@ -1,6 +1,6 @@
 """BuildSpec: what the user asked to build, checked and normalised."""
 import os
-from dataclasses import dataclass, field
+from typing import NamedTuple
 from pathlib import Path
 
 CPP_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".C")
@@ -9,8 +9,7 @@ BACKENDS = ("CPU", "CUDA")
 BASE_CFLAGS = ("-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-Wall")
 
 
-@dataclass(frozen=True)
-class BuildSpec:
+class BuildSpec(NamedTuple):
     """A library to build: its name, absolute source paths, backend and flags."""
 
     name: str
@@ -21,7 +20,7 @@ class BuildSpec:
     extra_include_paths: tuple = ()
     build_dir: "Path | None" = None
     verbose: bool = False
-    texts: tuple = field(default=(), compare=False)   # source contents, read once
+    texts: tuple = ()   # source contents, read once
 
     @property
     def is_extension(self) -> bool:

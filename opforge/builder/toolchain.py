@@ -1,17 +1,15 @@
 """The C++ compiler: which one, and its identity, detected once and remembered in the cache."""
 import json
 import os
-import shlex
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from opforge import config
 from opforge.cache.keys import digest
 from opforge.errors import BuildError
 
 
-@dataclass(frozen=True)
-class Toolchain:
+class Toolchain(NamedTuple):
     """A compiler command and what identifies its output: real path and version banner."""
 
     command: tuple          # argv prefix, e.g. ("ccache", "/usr/bin/g++")
@@ -30,7 +28,7 @@ def detect(root: Path) -> Toolchain:
     The warm path starts no subprocess: the version is keyed by the binary's path, size and
     modification time. Raises BuildError when no compiler is found.
     """
-    argv = shlex.split(config.cxx())
+    argv = _split(config.cxx())
     found = which(argv[-1]) if argv else None
     if not found:
         raise BuildError(f"C++ compiler '{config.cxx()}' not found: install one (Debian/Ubuntu: "
@@ -47,6 +45,15 @@ def detect(root: Path) -> Toolchain:
         write_atomic(memo, json.dumps({"version": version, "path": real}))
     family = "clang" if "clang" in version.lower() else "gcc"
     return Toolchain(tuple(argv[:-1] + [found]), real, version, family)
+
+
+def _split(command: str) -> list:
+    """$CXX as argv ("ccache g++" -> two words); shlex only when it holds quotes or escapes."""
+    if any(c in command for c in "'\"\\"):
+        import shlex
+
+        return shlex.split(command)
+    return command.split()
 
 
 def which(program: str) -> "str | None":

@@ -1,8 +1,8 @@
 """Cache entries: a folder per key holding an artifact and its manifest, published atomically."""
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from opforge.cache.keys import file_digest
 
@@ -10,8 +10,7 @@ MANIFEST = "manifest.json"
 FORMAT = 1
 
 
-@dataclass
-class Entry:
+class Entry(NamedTuple):
     """A published, verified cache entry."""
 
     path: Path
