@@ -8,7 +8,8 @@ from opforge.errors import CacheError
 
 def _check_owner(entry: Entry) -> None:
     st = os.stat(entry.artifact)
-    if hasattr(os, "getuid") and st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+    foreign = hasattr(os, "getuid") and st.st_uid != os.getuid()
+    if foreign or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         raise CacheError(f"refusing to load {entry.artifact}: it is not owned by you or others can "
                          "write it; run `opforge cache doctor`")
 

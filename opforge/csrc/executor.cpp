@@ -54,6 +54,7 @@ struct Plan::Run {
   std::vector<Slot> slots;
   char* arena = nullptr;
   std::vector<py::object> dead;  // Python values to drop once the GIL is held
+  std::vector<opf_tensor> ins, outs;  // per-step views, reused so the loop does not allocate
 };
 
 Plan::Plan(int num_slots, int64_t arena_bytes, ThreadPool* pool)
@@ -137,7 +138,8 @@ void Plan::place_output(Run& r, int slot, opf_tensor& meta) {
 
 void Plan::run_native(Run& r, const PlanStep& s) {
   const opf_op_def* def = s.op->def();
-  std::vector<opf_tensor> ins(s.inputs.size());
+  std::vector<opf_tensor>& ins = r.ins;
+  ins.resize(s.inputs.size());
   for (size_t i = 0; i < s.inputs.size(); ++i) {
     int slot = s.inputs[i];
     if (slot < 0) {
@@ -148,7 +150,8 @@ void Plan::run_native(Run& r, const PlanStep& s) {
     if (ins[i].dtype == OPF_UNDEFINED)
       throw StepError{s.label + ": input #" + std::to_string(i) + " is not a tensor this kernel can read"};
   }
-  std::vector<opf_tensor> outs(s.outputs.size());
+  std::vector<opf_tensor>& outs = r.outs;
+  outs.resize(s.outputs.size());
   std::memset(outs.data(), 0, sizeof(opf_tensor) * outs.size());
   opf_infer_ctx ic{def, ins.data(), int32_t(ins.size()), s.attrs->data(), s.attrs->size(), outs.data(),
                    int32_t(outs.size())};
@@ -261,15 +264,9 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
           if (dead.heap) std::free(dead.heap);
           dead.heap = nullptr;
           std::memset(&dead.t, 0, sizeof(opf_tensor));
-          if (dead.owner) {
-            if (nogil) {
-              nogil.reset();
-              r.dead.push_back(std::move(dead.owner));
-              nogil.reset(new py::gil_scoped_release());
-            } else {
-              dead.owner = py::object();
-            }
-          }
+          // moving a handle changes no reference count, so this needs no GIL; the
+          // reference is dropped at the next Python step or when the run ends
+          if (dead.owner) r.dead.push_back(std::move(dead.owner));
         }
       }
     } catch (StepError& e) {

@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "opforge/dtype.h"
+
 namespace opforge_core {
 
 int32_t dtype_code(const py::dtype& dt) {
@@ -25,25 +27,7 @@ int32_t dtype_code(const py::dtype& dt) {
   }
 }
 
-const char* dtype_name(int32_t code) {
-  switch (code) {
-    case OPF_FLOAT32: return "float32";
-    case OPF_FLOAT64: return "float64";
-    case OPF_FLOAT16: return "float16";
-    case OPF_BFLOAT16: return "bfloat16";
-    case OPF_INT8: return "int8";
-    case OPF_INT16: return "int16";
-    case OPF_INT32: return "int32";
-    case OPF_INT64: return "int64";
-    case OPF_UINT8: return "uint8";
-    case OPF_UINT16: return "uint16";
-    case OPF_UINT32: return "uint32";
-    case OPF_UINT64: return "uint64";
-    case OPF_BOOL: return "bool";
-    case OPF_STRING: return "string";
-    default: return "undefined";
-  }
-}
+const char* dtype_name(int32_t code) { return opforge::dtype_name(code); }
 
 py::dtype numpy_dtype(int32_t code) {
   if (code == OPF_BFLOAT16) {

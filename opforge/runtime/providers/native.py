@@ -27,7 +27,7 @@ except ImportError:  # bfloat16 values then go to the reference provider
 def attribute_values(node) -> dict:
     """The node's attributes as an op's AttrPack takes them (tensors as arrays, graphs as bytes)."""
     from onnx import numpy_helper
-    from onnx.onnx_ml_pb2 import TensorProto
+    from onnx import TensorProto
 
     out = {}
     for key, value in node.attrs.items():
