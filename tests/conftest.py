@@ -1,5 +1,6 @@
 """Shared fixtures: a private cache folder per test, or one per session."""
 import os
+from pathlib import Path
 
 import pytest
 
@@ -14,8 +15,12 @@ def cache_dir(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="session", autouse=True)
 def shared_cache(tmp_path_factory):
-    """One cache for the whole run, so tests never touch the user's own cache folder."""
-    path = tmp_path_factory.mktemp("shared") / "cache"
+    """One cache for the whole run, so tests never touch the user's own cache folder.
+
+    ``OPFORGE_TEST_CACHE_DIR`` names a cache to keep between runs (built kernels are reused);
+    by default each run starts from an empty one, as on a fresh machine."""
+    kept = os.environ.get("OPFORGE_TEST_CACHE_DIR")
+    path = Path(kept) if kept else tmp_path_factory.mktemp("shared") / "cache"
     old = os.environ.get("OPFORGE_CACHE_DIR")
     os.environ["OPFORGE_CACHE_DIR"] = str(path)
     yield path
