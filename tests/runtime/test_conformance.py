@@ -74,6 +74,7 @@ def run_case(case, native_only: bool = False) -> None:
         feed = dict(zip(names, (as_value(v) for v in inputs)))
         for attempt in ("first run", "planned run"):
             actual = session.run(None, feed)
+            assert session.memory_plan(feed) is not None, f"{attempt} left no compiled plan"
             assert len(actual) == len(expected), f"{len(actual)} outputs, expected {len(expected)}"
             for index, (e, a) in enumerate(zip(expected, actual)):
                 assert_similar(as_value(e), a, rtol, atol, f"{attempt}, output {index}")

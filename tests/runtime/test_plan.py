@@ -1,6 +1,5 @@
 """Compiled plans: one arena close to the liveness bound, same results as the first run, threads."""
 import threading
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -10,8 +9,8 @@ from onnx import TensorProto, helper, numpy_helper
 import onnxruntime as ort
 import opforge
 from opforge.runtime.memory import PlanStep, plan_memory
+from zoo import light_model
 
-LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
 
 def branchy_model(width=6, depth=5):
@@ -64,16 +63,20 @@ def test_arena_reuses_buffers(branchy):
     assert plan.lower_bound <= plan.arena_bytes < 0.5 * total
 
 
-# resnet50's arena is 1.133x its bound: a 7.4 MB im2col workspace of conv1 needs contiguous
-# space while long-lived activations fragment the arena. Known gap (reported on the issue); the
-# fix is a conv workspace of per-thread tiles rather than the whole im2col buffer.
-RESNET_GAP = pytest.mark.xfail(strict=True, reason="conv1's whole-im2col workspace fragments the arena")
+# resnet50's arena is 1.133x its liveness lower bound: conv1's whole im2col workspace (7.4 MB)
+# needs contiguous space while long-lived activations fragment the arena. The ratio read 1.0135
+# while the model's 239 ConstantOfShape weights were computed into the arena at run time; once
+# constant folding made them constants, the lower bound shrank to the activations alone and the
+# gap showed (the same 1.133 with random initializers for weights, as real models have). The fix
+# is a conv workspace of per-thread tiles, or no im2col at all (the CPU speed issue).
+RESNET_GAP = pytest.mark.xfail(strict=True, raises=AssertionError,
+                               reason="conv1's whole-im2col workspace fragments the arena")
 
 
 @pytest.mark.parametrize("name", ["squeezenet", pytest.param("resnet50", marks=RESNET_GAP),
                                   "densenet121", "inception_v2", "shufflenet"])
 def test_arena_peak_is_within_5_percent_of_the_liveness_lower_bound(name):
-    sess = opforge.InferenceSession(str(LIGHT / f"light_{name}.onnx"))
+    sess = opforge.InferenceSession(light_model(f"light_{name}"))
     arg = sess.get_inputs()[0]
     feed = {arg.name: np.zeros([d if isinstance(d, int) else 1 for d in arg.shape], np.float32)}
     sess.run(None, feed)
@@ -148,10 +151,11 @@ def test_planner_merges_in_place_outputs():
 
 
 def test_light_model_planned_run_matches_onnxruntime():
-    path = LIGHT / "light_squeezenet.onnx"
-    ref = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
-    want = ref.run(None, {ref.get_inputs()[0].name: x})[0]
-    sess = opforge.InferenceSession(str(path))
-    for _ in range(2):
-        np.testing.assert_allclose(sess.run(None, {ref.get_inputs()[0].name: x})[0], want, rtol=1e-3, atol=1e-5)
+    model = light_model("light_squeezenet")
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    feed = {ref.get_inputs()[0].name: np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)}
+    want = ref.run(None, feed)[0]
+    sess = opforge.InferenceSession(model)
+    for attempt in range(2):
+        np.testing.assert_allclose(sess.run(None, feed)[0], want, rtol=1e-4, atol=1e-5 * np.abs(want).max())
+        assert sess.memory_plan(feed) is not None, "the first run compiled no plan"
