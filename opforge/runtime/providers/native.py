@@ -97,9 +97,8 @@ class NativeKernel:
 
     def output_types(self, inputs: list) -> list:
         """(numpy dtype, shape) per node output, from the op's infer with the values at hand."""
-        metas = [None if x is None else (DTYPE_CODES[x.dtype], x.shape, x) for x in inputs]
         return [None if t is None else (CODE_DTYPES[t[0]], t[1])
-                for t in self.handle.infer(metas, self.attrs, self.num_outputs)]
+                for t in self.handle.infer(_metas(inputs), self.attrs, self.num_outputs)]
 
     def run(self, inputs: list) -> list:
         if (self.fallback is not None or self.unsupported([getattr(x, "dtype", None) for x in inputs])
@@ -115,7 +114,7 @@ class NativeKernel:
         outputs = [None if t is None or not name else np.empty(t[1], t[0])
                    for t, name in zip(self.output_types(inputs), self.node.outputs)]
         if self.schema["has_workspace"]:
-            self.workspace = max(self.workspace, self.handle.workspace_size(inputs, self.attrs))
+            self.workspace = max(self.workspace, self.handle.workspace_size(_metas(inputs), self.attrs))
         self.handle.run(inputs, outputs, self.attrs, self.pool)
         return outputs
 
@@ -133,6 +132,11 @@ class NativeKernel:
         logger.info("%s runs on the reference provider: the native kernel said %s",
                     self.node.label, error)
         return results
+
+
+def _metas(inputs: list) -> list:
+    """What the op handle's infer and workspace_size read: (dtype code, shape, value) per input."""
+    return [None if x is None else (DTYPE_CODES[x.dtype], x.shape, x) for x in inputs]
 
 
 class NativeFactory:
