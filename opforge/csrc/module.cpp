@@ -32,47 +32,17 @@ PYBIND11_MODULE(_core, m) {
       .def("__call__", &OpHandle::call)
       .def("attrs", [](const OpHandle& h, const py::dict& given) { return new AttrPack(h.def(), given); },
            py::arg("given"), "Converts attribute values (name -> value) for this op; raises TypeError.")
-      .def("infer", &OpHandle::infer, py::arg("metas"), py::arg("attrs"), py::arg("num_outputs"))
-      .def(
-          "workspace_size",
-          [](const OpHandle& h, const py::list& inputs, const AttrPack& attrs) {
-            std::vector<opf_tensor> ins(inputs.size());
-            for (size_t i = 0; i < inputs.size(); ++i) {
-              if (inputs[i].is_none()) {
-                std::memset(&ins[i], 0, sizeof(opf_tensor));
-              } else {
-                ins[i] = view_of(inputs[i].cast<py::array>());
-              }
-            }
-            return h.workspace_bytes(ins, attrs);
-          },
-          py::arg("inputs"), py::arg("attrs"), "Scratch bytes the op asks for with these inputs.")
-      .def(
-          "run",
-          [](const OpHandle& h, const py::list& inputs, const py::list& outputs, const AttrPack& attrs,
-             ThreadPool* pool) {
-            // Runtime path: inputs (arrays or None) and preallocated contiguous outputs.
-            std::vector<opf_tensor> ins(inputs.size()), outs(outputs.size());
-            for (size_t i = 0; i < inputs.size(); ++i) {
-              if (inputs[i].is_none()) {
-                std::memset(&ins[i], 0, sizeof(opf_tensor));
-              } else {
-                ins[i] = view_of(inputs[i].cast<py::array>());
-              }
-            }
-            for (size_t i = 0; i < outputs.size(); ++i) {
-              if (outputs[i].is_none()) {
-                std::memset(&outs[i], 0, sizeof(opf_tensor));
-              } else {
-                outs[i] = view_of(outputs[i].cast<py::array>());
-              }
-            }
-            int64_t ws = h.workspace_bytes(ins, attrs);
-            std::vector<unsigned char> scratch(size_t(ws > 0 ? ws : 0) + 64);
-            void* p = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
-            h.compute(ins, outs, attrs, ws > 0 ? p : nullptr, ws, pool);
-          },
-          py::arg("inputs"), py::arg("outputs"), py::arg("attrs"), py::arg("pool") = nullptr);
+      .def("infer", &OpHandle::infer, py::arg("metas"), py::arg("attrs"), py::arg("num_outputs"),
+           py::arg("sizes_known") = false)
+      .def("workspace_size", &OpHandle::workspace_size, py::arg("metas"), py::arg("attrs"),
+           "Scratch bytes the op asks for with inputs of these (dtype, shape) metas.")
+      .def("invoke", &OpHandle::run, py::arg("inputs"), py::arg("wanted"), py::arg("attrs"),
+           py::arg("pool") = nullptr,
+           "Runs the op on arrays (None for absent inputs); returns one array per output, None "
+           "where `wanted` is false.")
+      .def("run", &OpHandle::run_into, py::arg("inputs"), py::arg("outputs"), py::arg("attrs"),
+           py::arg("pool") = nullptr,
+           "Runs the op into preallocated outputs (None for one not wanted), checked against infer.");
 
   py::class_<Plan>(m, "Plan", "A compiled execution plan for one input-shape signature.")
       .def(py::init<int, int64_t, ThreadPool*>(), py::arg("num_slots"), py::arg("arena_bytes"),
