@@ -16,7 +16,7 @@ from opforge.runtime import ops as _ops  # noqa: F401  (registers the built-in P
 from opforge.runtime import providers as _providers  # noqa: F401  (registers the reference kernels)
 from opforge.runtime.errors import FeedError
 from opforge.runtime.executor import Dispatcher, Executor
-from opforge.runtime.feeds import check_feeds
+from opforge.runtime.feeds import as_output, check_feeds
 from opforge.runtime.functions import inline_local_functions
 from opforge.runtime.graph import Graph, ValueInfo, build_graph, sort_graph
 from opforge.runtime.mapping import apply_mappings
@@ -139,7 +139,7 @@ class InferenceSession:
                 raise FeedError(f"unknown output {name!r}; the model's outputs are {sorted(known)}")
         env = check_feeds(input_feed, self._required, self._overridable)
         values = dict(zip(self._executor.output_names, self._runner.run(env, run_options)))
-        return [values[name] for name in names]
+        return [as_output(values[name]) for name in names]
 
     def get_inputs(self) -> list[NodeArg]:
         """The inputs a caller must feed (initializers that are also inputs left out)."""
