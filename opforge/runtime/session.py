@@ -88,7 +88,8 @@ class InferenceSession:
             self._profile_start = time.perf_counter()
         # profiling times each node on the Python executor, so it bypasses the compiled plans
         self._runner = PlannedExecutor(self._executor, self._pool,
-                                       self._sess_options.enable_mem_pattern and not profiling)
+                                       self._sess_options.enable_mem_pattern and not profiling,
+                                       self._sess_options.plan_cache_size)
         self._report_fallback()
 
     def _kernel_registry(self) -> KernelRegistry:
