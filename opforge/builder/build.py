@@ -14,7 +14,6 @@ from opforge.cache.entry import discard
 # imported on a miss, keeping `import opforge` and a cached load to a few milliseconds.
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
-ABI_VERSION = 1  # opforge/abi.h's OPFORGE_ABI_VERSION
 
 
 def python_abi() -> str:
@@ -54,7 +53,9 @@ def config_key(spec: BuildSpec, toolchain: Toolchain) -> str:
     """Everything but the sources that changes the binary."""
     flags = compile_flags(spec)
     native = cpu_identity() if any("native" in f for f in flags) else ""
-    return digest(ABI_VERSION, templates_digest(), toolchain.identity, flags,
+    from opforge import _core   # its ABI version: libraries are built for the core that loads them
+
+    return digest(_core.ABI_VERSION, templates_digest(), toolchain.identity, flags,
                   spec.extra_ldflags, spec.backend, python_abi() if spec.is_extension else "", native)
 
 

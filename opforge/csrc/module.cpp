@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "attrs.h"
+#include "opforge/dtype.h"
 #include "executor.h"
 #include "library.h"
 #include "tensors.h"
@@ -16,6 +17,19 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "opforge's compiled core: loads op libraries and calls their ops.";
   m.attr("ABI_VERSION") = OPFORGE_ABI_VERSION;
   m.attr("MAX_DIMS") = OPF_MAX_DIMS;
+  // the tables Python shares with this core, from their one definition here
+  py::dict dtype_names;
+  for (int32_t code : {OPF_FLOAT32, OPF_UINT8, OPF_INT8, OPF_UINT16, OPF_INT16, OPF_INT32, OPF_INT64, OPF_BOOL,
+                       OPF_FLOAT16, OPF_FLOAT64, OPF_UINT32, OPF_UINT64, OPF_BFLOAT16})
+    dtype_names[py::int_(code)] = opforge::dtype_name(code);
+  m.attr("DTYPE_NAMES") = dtype_names;
+  py::dict slot_kinds;
+  slot_kinds["dynamic"] = int(SlotKind::Dynamic);
+  slot_kinds["arena"] = int(SlotKind::Arena);
+  slot_kinds["output"] = int(SlotKind::Output);
+  slot_kinds["constant"] = int(SlotKind::Constant);
+  slot_kinds["feed"] = int(SlotKind::Feed);
+  m.attr("SLOT_KINDS") = slot_kinds;
 
   py::class_<ThreadPool>(m, "ThreadPool")
       .def(py::init<int>(), py::arg("num_threads"))

@@ -21,7 +21,7 @@ from opforge.runtime.executor import Executor, Recording, _run_kernel
 
 logger = logging.getLogger("opforge.runtime")
 
-ARENA, OUTPUT, CONSTANT, FEED, DYNAMIC = 1, 2, 3, 4, 0
+ARENA, OUTPUT = _core.SLOT_KINDS["arena"], _core.SLOT_KINDS["output"]
 
 
 def signature(env: dict) -> tuple:

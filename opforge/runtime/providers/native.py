@@ -6,23 +6,27 @@ import threading
 
 import numpy as np
 
+from opforge import _core
 from opforge.errors import OpError
 from opforge.runtime.errors import KernelNotFoundError
 from opforge.runtime.model import is_standard_domain
 
 logger = logging.getLogger("opforge.runtime")
 
-DTYPE_CODES = {np.dtype(name): code for name, code in (
-    ("float32", 1), ("uint8", 2), ("int8", 3), ("uint16", 4), ("int16", 5), ("int32", 6),
-    ("int64", 7), ("bool", 9), ("float16", 10), ("float64", 11), ("uint32", 12), ("uint64", 13))}
-CODE_DTYPES = {code: dtype for dtype, code in DTYPE_CODES.items()}
-try:
-    import ml_dtypes
+def _numpy_dtype(name: str) -> "np.dtype | None":
+    if name != "bfloat16":
+        return np.dtype(name)
+    try:
+        import ml_dtypes
+    except ImportError:  # bfloat16 values then go to the reference provider
+        return None
+    return np.dtype(ml_dtypes.bfloat16)
 
-    DTYPE_CODES[np.dtype(ml_dtypes.bfloat16)] = 16
-    CODE_DTYPES[16] = np.dtype(ml_dtypes.bfloat16)
-except ImportError:  # bfloat16 values then go to the reference provider
-    pass
+
+# numpy dtype <-> the C ABI's dtype code, from the core's one table (opforge/dtype.h)
+CODE_DTYPES = {code: dtype for code, name in _core.DTYPE_NAMES.items()
+               if (dtype := _numpy_dtype(name)) is not None}
+DTYPE_CODES = {dtype: code for code, dtype in CODE_DTYPES.items()}
 
 
 def attribute_values(node) -> dict:
