@@ -25,9 +25,11 @@ def ninja_binary() -> str:
     return found
 
 
-def run_ninja(workdir: Path, verbose: bool) -> "tuple[bool, str]":
-    """Runs ninja in `workdir`; returns (succeeded, combined output)."""
+def run_ninja(workdir: Path, verbose: bool, echo: "bool | None" = None) -> "tuple[bool, str]":
+    """Runs ninja in `workdir`; returns (succeeded, combined output). `verbose` shows every
+    command and its output; `echo` (default: `verbose`) prints ninja's output as it comes."""
     argv = [ninja_binary(), "-C", str(workdir), f"-j{config.build_jobs()}"]
+    echo = verbose if echo is None else echo
     if verbose:
         argv.append("-v")
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -35,7 +37,7 @@ def run_ninja(workdir: Path, verbose: bool) -> "tuple[bool, str]":
     chunks = []
     for line in proc.stdout:
         chunks.append(line)
-        if verbose:
+        if echo:
             sys.stdout.write(line)
             sys.stdout.flush()
     proc.wait()
