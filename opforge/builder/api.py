@@ -2,6 +2,7 @@
 import re
 from pathlib import Path
 
+from opforge import config
 from opforge.builder.build import Build
 from opforge.builder.loader import load_entry
 from opforge.builder.spec import CPP_SUFFIXES, CUDA_SUFFIXES, make_spec
@@ -20,13 +21,14 @@ class CustomOpBuilder:
         backend: "CPU" ("CUDA" is not supported yet).
         extra_cflags, extra_ldflags, extra_include_paths: passed to the compiler and linker.
         build_dir: where objects are kept between builds (default: in the cache).
-        verbose: print compiler commands and output.
+        verbose: print compiler commands and output (also set by OPFORGE_VERBOSE=1). Without
+            it, a build that takes more than a second shows ninja's [n/N] progress.
     """
 
     def __init__(self, name, sources, backend="CPU", extra_cflags=None, extra_ldflags=None,
                  extra_include_paths=None, build_dir=None, verbose=False):
         self.spec = make_spec(name, sources, backend, extra_cflags, extra_ldflags,
-                              extra_include_paths, build_dir, verbose)
+                              extra_include_paths, build_dir, verbose or config.verbose())
 
     def load(self):
         """Builds if needed and returns the library.
