@@ -10,10 +10,6 @@ from typing import NamedTuple
 # Turing, Ampere (A100; sm_80 code also runs on sm_86/87/89), Ampere consumer, Hopper (+PTX).
 DEFAULT_ARCHS = "75;80;86;90+PTX"
 
-_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
-_CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
-_visible = None
-
 
 class Arch(NamedTuple):
     """One target: name as nvcc spells it after sm_/compute_ ("80", "90a"); ptx adds PTX."""
@@ -41,37 +37,10 @@ def parse_archs(text: str) -> "list[Arch]":
 
 
 def visible_archs() -> "list[Arch]":
-    """The compute capabilities of the visible GPUs, read from the driver (none: empty list).
+    """The compute capabilities of the visible GPUs (none: an empty list)."""
+    from opforge.builder.cuda_driver import driver_info
 
-    Asks libcuda directly through ctypes (no subprocess, no cupy import); read once per process.
-    """
-    global _visible
-    if _visible is None:
-        _visible = [Arch(c) for c in _driver_capabilities()]
-    return list(_visible)
-
-
-def _driver_capabilities() -> list:
-    import ctypes
-
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return []
-    count = ctypes.c_int(0)
-    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
-        return []
-    found = []
-    for index in range(count.value):
-        device, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-        if (cuda.cuDeviceGet(ctypes.byref(device), index) != 0
-                or cuda.cuDeviceGetAttribute(ctypes.byref(major), _CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)
-                or cuda.cuDeviceGetAttribute(ctypes.byref(minor), _CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)):
-            continue
-        capability = f"{major.value}{minor.value}"
-        if capability not in found:
-            found.append(capability)
-    return found
+    return [Arch(c) for c in driver_info().capabilities]
 
 
 def target_archs(explicit: "str | None") -> "list[Arch]":

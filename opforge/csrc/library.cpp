@@ -121,26 +121,41 @@ const opf_param* OpHandle::param_for_input(size_t i) const {
   return (def_->inputs[last].flags & OPF_PARAM_VARIADIC) ? &def_->inputs[last] : nullptr;
 }
 
-std::vector<opf_tensor> OpHandle::eager_inputs(const py::args& args, std::vector<py::array>& keep) const {
-  std::string op = def_->name;
+void OpHandle::check_arity(size_t n) const {
   size_t required = 0, fixed = size_t(def_->num_inputs);
   bool variadic = fixed > 0 && (def_->inputs[fixed - 1].flags & OPF_PARAM_VARIADIC);
   for (size_t i = 0; i < fixed; ++i)
     if (!(def_->inputs[i].flags & (OPF_PARAM_OPTIONAL | OPF_PARAM_VARIADIC))) required = i + 1;
-  if (args.size() < required || (!variadic && args.size() > fixed)) {
-    std::string expect = variadic ? "at least " + std::to_string(required)
-                         : required == fixed ? std::to_string(fixed)
-                                             : std::to_string(required) + " to " + std::to_string(fixed);
-    throw py::type_error(op + "() takes " + expect + " input" + (fixed == 1 && !variadic ? "" : "s") +
-                         ", got " + std::to_string(args.size()));
-  }
+  if (n >= required && (variadic || n <= fixed)) return;
+  std::string expect = variadic ? "at least " + std::to_string(required)
+                       : required == fixed ? std::to_string(fixed)
+                                           : std::to_string(required) + " to " + std::to_string(fixed);
+  throw py::type_error(std::string(def_->name) + "() takes " + expect + " input" +
+                       (fixed == 1 && !variadic ? "" : "s") + ", got " + std::to_string(n));
+}
+
+void OpHandle::check_absent(size_t i) const {
+  const opf_param& p = *param_for_input(i);
+  if (!(p.flags & OPF_PARAM_OPTIONAL))
+    throw py::type_error(std::string(def_->name) + "(): input '" + p.name + "' (#" + std::to_string(i) +
+                         ") is required, got None");
+}
+
+void OpHandle::check_dtype(size_t i, const opf_tensor& t, const py::handle& array) const {
+  const opf_param& p = *param_for_input(i);
+  std::string where = std::string(def_->name) + "(): input '" + p.name + "' (#" + std::to_string(i) + ") has dtype ";
+  if (t.dtype == OPF_UNDEFINED)
+    throw py::type_error(where + std::string(py::str(array.attr("dtype"))) + ", which ops cannot take");
+  if (!dtype_allowed(p, t.dtype)) throw py::type_error(where + dtype_name(t.dtype) + "; expected " + allowed_names(p));
+}
+
+std::vector<opf_tensor> OpHandle::eager_inputs(const py::args& args, std::vector<py::array>& keep) const {
+  check_arity(args.size());
   std::vector<opf_tensor> ins(args.size());
   py::module_ np;
   for (size_t i = 0; i < args.size(); ++i) {
-    const opf_param& p = *param_for_input(i);
     if (args[i].is_none()) {
-      if (!(p.flags & OPF_PARAM_OPTIONAL))
-        throw py::type_error(op + "(): input '" + p.name + "' (#" + std::to_string(i) + ") is required, got None");
+      check_absent(i);
       std::memset(&ins[i], 0, sizeof(opf_tensor));
       continue;
     }
@@ -151,20 +166,12 @@ std::vector<opf_tensor> OpHandle::eager_inputs(const py::args& args, std::vector
     }
     keep.push_back(a);
     ins[i] = view_of(a);
-    if (ins[i].dtype == OPF_UNDEFINED)
-      throw py::type_error(op + "(): input '" + p.name + "' (#" + std::to_string(i) + ") has dtype " +
-                           std::string(py::str(a.dtype())) + ", which ops cannot take");
-    if (!dtype_allowed(p, ins[i].dtype))
-      throw py::type_error(op + "(): input '" + p.name + "' (#" + std::to_string(i) + ") has dtype " +
-                           dtype_name(ins[i].dtype) + "; expected " + allowed_names(p));
+    check_dtype(i, ins[i], a);
   }
   return ins;
 }
 
-py::object OpHandle::call(const py::args& args, const py::kwargs& kwargs) const {
-  AttrPack attrs(def_, kwargs);
-  std::vector<py::array> keep;
-  std::vector<opf_tensor> ins = eager_inputs(args, keep);
+std::vector<opf_tensor> OpHandle::infer_outputs(const std::vector<opf_tensor>& ins, const AttrPack& attrs) const {
   int32_t nout = def_->num_outputs;
   std::vector<opf_tensor> outs(static_cast<size_t>(nout));
   std::memset(outs.data(), 0, sizeof(opf_tensor) * outs.size());
@@ -172,35 +179,40 @@ py::object OpHandle::call(const py::args& args, const py::kwargs& kwargs) const 
   opf_error err;
   err.message[0] = '\0';
   if (def_->infer(&ic, &err) != 0) raise_op_error(err.message);
-  std::vector<py::object> results;
   for (int32_t o = 0; o < nout; ++o) {
-    opf_tensor& t = outs[size_t(o)];
+    const opf_tensor& t = outs[size_t(o)];
     const opf_param& p = def_->outputs[o];
-    if (t.dtype == OPF_UNDEFINED) {
-      if (p.flags & OPF_PARAM_OPTIONAL) {
-        results.push_back(py::none());
-        continue;
-      }
+    if (t.dtype == OPF_UNDEFINED && !(p.flags & OPF_PARAM_OPTIONAL))
       raise_op_error(std::string(def_->name) + ": infer did not set output '" + p.name + "'");
-    }
-    std::vector<py::ssize_t> shape;
-    for (int d = 0; d < t.ndim; ++d) {
+    for (int d = 0; d < t.ndim; ++d)
       if (t.shape[d] < 0)
         raise_op_error(std::string(def_->name) + ": infer gave output '" + p.name + "' a negative dimension");
-      shape.push_back(t.shape[d]);
+  }
+  return outs;
+}
+
+py::object OpHandle::call(const py::args& args, const py::kwargs& kwargs) const {
+  if (is_cuda()) return call_cuda(args, kwargs);
+  AttrPack attrs(def_, kwargs);
+  std::vector<py::array> keep;
+  std::vector<opf_tensor> ins = eager_inputs(args, keep);
+  std::vector<opf_tensor> outs = infer_outputs(ins, attrs);
+  py::list results;
+  for (opf_tensor& t : outs) {
+    if (t.dtype == OPF_UNDEFINED) {
+      results.append(py::none());
+      continue;
     }
-    py::array a(numpy_dtype(t.dtype), shape);
+    py::array a(numpy_dtype(t.dtype), std::vector<py::ssize_t>(t.shape, t.shape + t.ndim));
     t = view_of(a);
-    results.push_back(a);
+    results.append(a);
   }
   int64_t ws = workspace_bytes(ins, attrs);
   std::vector<unsigned char> scratch(size_t(ws > 0 ? ws : 0) + 64);
   void* ws_ptr = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
   compute(ins, outs, attrs, ws > 0 ? ws_ptr : nullptr, ws, default_pool(0));
   if (results.size() == 1) return results[0];
-  py::tuple tup(results.size());
-  for (size_t i = 0; i < results.size(); ++i) tup[i] = results[i];
-  return tup;
+  return py::tuple(results);
 }
 
 int64_t OpHandle::workspace_bytes(const std::vector<opf_tensor>& inputs, const AttrPack& attrs) const {
@@ -215,9 +227,10 @@ int64_t OpHandle::workspace_bytes(const std::vector<opf_tensor>& inputs, const A
 }
 
 void OpHandle::compute(const std::vector<opf_tensor>& inputs, const std::vector<opf_tensor>& outputs,
-                       const AttrPack& attrs, void* workspace, int64_t ws_bytes, ThreadPool* pool) const {
+                       const AttrPack& attrs, void* workspace, int64_t ws_bytes, ThreadPool* pool,
+                       void* stream) const {
   opf_compute_ctx cc{def_, inputs.data(), int32_t(inputs.size()), attrs.data(), attrs.size(),
-                     outputs.data(), int32_t(outputs.size()), workspace, ws_bytes, nullptr, pool,
+                     outputs.data(), int32_t(outputs.size()), workspace, ws_bytes, stream, pool,
                      pool ? &ThreadPool::entry : nullptr, pool ? pool->num_threads() : 1};
   opf_error err;
   err.message[0] = '\0';

@@ -10,7 +10,7 @@ import pytest
 
 import opforge
 from cuda_support import gpu_unavailable, requires_nvcc
-from opforge.builder import cuda_arch
+from opforge.builder import cuda_arch, cuda_driver
 from opforge.builder.build import config_key
 from opforge.builder.cuda_toolchain import CudaToolchain
 from opforge.builder.diagnostics import build_error
@@ -43,7 +43,7 @@ def test_cuda_library_builds_loads_and_lists_its_ops(cache_dir, tmp_path, one_ar
     lib = build(copy_ops(tmp_path / "ops"))
     backends = {h.name: h.schema()["backend"] for h in lib.op_table}
     assert backends == {"scale": "CUDA", "add_via_workspace": "CUDA", "bad_launch": "CUDA",
-                        "bad_copy": "CUDA", "negate": "CUDA", "numel": "CPU"}
+                        "bad_call": "CUDA", "negate": "CUDA", "numel": "CPU"}
     assert lib.scale.schema["domain"] == "com.example"
     assert [a["name"] for a in lib.scale.schema["attributes"]] == ["alpha"]
     assert lib.add_via_workspace.schema["has_workspace"]
@@ -193,10 +193,10 @@ def test_gencode_flags_give_sass_and_ptx():
 
 
 def test_target_archs_env_then_gpu_then_default(monkeypatch):
-    monkeypatch.setattr(cuda_arch, "_visible", [cuda_arch.Arch("89")])
+    monkeypatch.setattr(cuda_driver, "_found", cuda_driver.DriverInfo(("89",), ""))
     assert cuda_arch.target_archs("80") == [("80", False)]
     assert cuda_arch.target_archs(None) == [("89", False)]
-    monkeypatch.setattr(cuda_arch, "_visible", [])
+    monkeypatch.setattr(cuda_driver, "_found", cuda_driver.DriverInfo((), "no driver"))
     default = cuda_arch.target_archs(None)
     assert default == cuda_arch.parse_archs(cuda_arch.DEFAULT_ARCHS) and default[-1].ptx
 

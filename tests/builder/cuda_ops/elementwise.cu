@@ -61,9 +61,7 @@ static void bad_launch(opforge::KernelContext& ctx) {
 
 OPFORGE_OP(bad_launch).input("X", {opforge::f32}).output("Y").infer(opforge::same_as_input0).compute(bad_launch);
 
-// A CUDA call that fails (a copy from a null pointer), checked with OPFORGE_CUDA_CHECK.
-static void bad_copy(opforge::KernelContext& ctx) {
-  OPFORGE_CUDA_CHECK(cudaMemcpyAsync(ctx.output(0).raw(), nullptr, 4, cudaMemcpyDeviceToDevice, ctx.stream()));
-}
+// A CUDA call that fails (no GPU has number -1), checked with OPFORGE_CUDA_CHECK.
+static void bad_call(opforge::KernelContext&) { OPFORGE_CUDA_CHECK(cudaSetDevice(-1)); }
 
-OPFORGE_OP(bad_copy).input("X", {opforge::f32}).output("Y").infer(opforge::same_as_input0).compute(bad_copy);
+OPFORGE_OP(bad_call).input("X", {opforge::f32}).output("Y").infer(opforge::same_as_input0).compute(bad_call);
