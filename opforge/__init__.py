@@ -14,6 +14,7 @@ _RUNTIME = {
     "custom_op": "opforge.runtime.python_op",
     "PythonOp": "opforge.runtime.python_op",
     "OpMapping": "opforge.runtime.mapping",
+    "get_available_providers": "opforge.runtime.providers",
 }
 
 
@@ -31,4 +32,5 @@ def __dir__():
 
 __all__ = ["BuildError", "CacheError", "CustomOpBuilder", "ExecutionMode", "GraphOptimizationLevel",
            "InferenceSession", "OpError", "OpMapping", "OpforgeError", "PythonOp", "RunOptions",
-           "SessionOptions", "custom_op", "load_dir", "load_inline", "__version__"]
+           "SessionOptions", "custom_op", "get_available_providers", "load_dir", "load_inline",
+           "__version__"]

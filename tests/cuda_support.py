@@ -1,5 +1,6 @@
 """What CUDA tests need: nvcc (to build) and a GPU with cupy (to launch), and small helpers."""
 import functools
+from pathlib import Path
 
 import pytest
 
@@ -29,3 +30,15 @@ def nvcc_path() -> "str | None":
 
 
 requires_nvcc = pytest.mark.skipif(nvcc_path() is None, reason="needs nvcc (the CUDA compiler)")
+
+
+CUDA_OPS = Path(__file__).parent / "builder" / "cuda_ops"
+SOURCES = ["elementwise.cu", "launch.cu", "host_ops.cpp"]
+
+
+def build_test_library(folder: Path = CUDA_OPS, **kwargs):
+    """The test CUDA library (tests/builder/cuda_ops: CUDA ops, a CPU op, a launch from a .cpp)."""
+    import opforge
+
+    return opforge.CustomOpBuilder("cuda_test_ops", [folder / s for s in SOURCES],
+                                   extra_include_paths=[folder], **kwargs).load()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import opforge
-from cuda_support import gpu_unavailable, requires_nvcc
+from cuda_support import CUDA_OPS, build_test_library, gpu_unavailable, requires_nvcc
 from opforge.builder import cuda_arch, cuda_driver
 from opforge.builder.build import config_key
 from opforge.builder.cuda_toolchain import CudaToolchain
@@ -18,18 +18,13 @@ from opforge.builder.ninja_file import NinjaPlan, ninja_text
 from opforge.builder.spec import make_spec
 from opforge.builder.toolchain import Toolchain
 
-CUDA_OPS = Path(__file__).parent / "cuda_ops"
-SOURCES = ["elementwise.cu", "launch.cu", "host_ops.cpp"]
-
-
 def copy_ops(folder: Path) -> Path:
     shutil.copytree(CUDA_OPS, folder)
     return folder
 
 
 def build(folder: Path, **kwargs):
-    return opforge.CustomOpBuilder("cuda_test_ops", [folder / s for s in SOURCES],
-                                   extra_include_paths=[folder], **kwargs).load()
+    return build_test_library(folder, **kwargs)
 
 
 @pytest.fixture

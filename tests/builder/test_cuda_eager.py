@@ -7,9 +7,8 @@ import pytest
 
 import fake_cupy
 import opforge
-from cuda_support import gpu_unavailable, requires_nvcc
+from cuda_support import build_test_library, gpu_unavailable, requires_nvcc
 from opforge.builder import cuda_driver
-from test_cuda_build import CUDA_OPS, SOURCES
 
 pytestmark = requires_nvcc
 
@@ -17,8 +16,7 @@ pytestmark = requires_nvcc
 @pytest.fixture(scope="module")
 def lib():
     """The test CUDA library (tests/builder/cuda_ops), built once into the shared test cache."""
-    return opforge.CustomOpBuilder("cuda_test_ops", [CUDA_OPS / s for s in SOURCES],
-                                   extra_include_paths=[CUDA_OPS]).load()
+    return build_test_library()
 
 
 @pytest.fixture
