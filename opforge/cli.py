@@ -33,17 +33,22 @@ def cmd_build(args) -> int:
 
 
 def cmd_cache(args) -> int:
+    from opforge import config
     from opforge.cache import cache_root
     from opforge.cache import evict
 
-    root = cache_root()
+    # doctor examines (and mends) what would make cache_root refuse the cache
+    root = config.cache_dir().absolute() if args.action == "doctor" else cache_root()
+    if args.action == "doctor" and not root.is_dir():
+        print(f"{root}: no cache yet")
+        return 0
     if args.action == "ls":
         entries = evict.list_entries(root)
         print(f"{root}: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}, "
               f"{_human(evict.folder_bytes(root))} in all")
         for e in entries:
             when = time.strftime("%Y-%m-%d %H:%M", time.localtime(e["created"]))
-            flag = "" if e["valid"] else "  CORRUPT"
+            flag = "" if e["valid"] else f"  CANNOT LOAD: {e['problem']}"
             print(f"  {e['name']:<24} {_human(e['bytes']):>10}  {when}  {e['path'].name}{flag}")
     elif args.action == "clean":
         if not (args.all or args.older_than is not None or args.max_size):
@@ -146,7 +151,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--all", action="store_true", help="clean: remove everything")
     c.add_argument("--older-than", type=float, metavar="DAYS", help="clean: entries unused this long")
     c.add_argument("--max-size", metavar="SIZE", help="clean: evict oldest entries above SIZE (e.g. 2G)")
-    c.add_argument("--fix", action="store_true", help="doctor: remove broken entries")
+    c.add_argument("--fix", action="store_true", help="doctor: make cache folders private again and remove entries that cannot load")
     c.set_defaults(func=cmd_cache)
     return p
 

@@ -8,6 +8,7 @@ from opforge.builder.spec import CPP_SUFFIXES, CUDA_SUFFIXES, make_spec
 from opforge.builder.toolchain import detect
 from opforge.builder.cuda_toolchain import detect_cuda
 from opforge.cache import cache_root, digest, write_atomic
+from opforge.errors import CacheError
 
 
 class CustomOpBuilder:
@@ -45,7 +46,7 @@ class CustomOpBuilder:
             entry = build.build()
         try:
             return load_entry(entry, self.spec.name)
-        except ImportError:
+        except (ImportError, CacheError):   # unloadable, or changed since the lookup: rebuild
             build.discard(entry)
             return load_entry(build.build(clean=True), self.spec.name)
 

@@ -10,7 +10,8 @@ _DLPACK_CUDA = 2  # DLDeviceType kDLCUDA
 
 
 def prepare(op: str, names: list, args: tuple, accepts_strided: bool) -> tuple:
-    """(cupy arrays or None, device id, cupy's current stream on it as an int) for the inputs.
+    """(cupy arrays or None, device id, cupy's current stream on it as an int) for the inputs;
+    `names` are the op's declared inputs (the last may be variadic).
 
     Raises OpError when no GPU is usable, TypeError for an input in host memory (a numpy
     array: nothing is copied to the device behind the caller's back), ImportError without cupy,
@@ -19,7 +20,8 @@ def prepare(op: str, names: list, args: tuple, accepts_strided: bool) -> tuple:
     _require_device(op)
     for index, value in enumerate(args):
         if value is not None and not _on_gpu(value):
-            raise TypeError(f"{op}(): input '{names[index]}' (#{index}) is a {_kind(value)} in host "
+            name = names[min(index, len(names) - 1)] if names else "?"
+            raise TypeError(f"{op}(): input '{name}' (#{index}) is a {_kind(value)} in host "
                             f"memory, but {op} is a CUDA op and takes GPU arrays: pass "
                             "cupy.asarray(x) (opforge does not copy to the GPU behind your back)")
     cp = import_cupy(op)

@@ -5,7 +5,8 @@ import stat
 import time
 from pathlib import Path
 
-from opforge.cache.entry import MANIFEST, discard, find_entry
+from opforge.cache.entry import MANIFEST, discard, entry_problem
+from opforge.cache.root import SUBDIRS, folder_problem
 
 STALE_SECONDS = 3600  # temporary build folders older than this belong to dead builds
 
@@ -32,9 +33,10 @@ def list_entries(root: Path) -> list:
             manifest = json.loads((path / MANIFEST).read_text())
         except (OSError, ValueError):
             manifest = {}
+        problem = entry_problem(path)
         out.append({"name": manifest.get("name", path.name), "path": path,
                     "bytes": folder_bytes(path), "created": manifest.get("created", 0.0),
-                    "last_used": path.stat().st_atime, "valid": find_entry(path) is not None})
+                    "last_used": path.stat().st_atime, "valid": problem is None, "problem": problem})
     return out
 
 
@@ -84,16 +86,19 @@ def remove_stale_temporaries(root: Path, age: float = STALE_SECONDS) -> list:
 
 
 def doctor(root: Path, fix: bool = False) -> list:
-    """Problems found in the cache, as sentences; with fix, broken entries are removed."""
+    """Problems found in the cache, as sentences, judged as loading judges them; with fix,
+    folders of ours are made private again and entries that cannot load are removed (the next
+    load rebuilds them)."""
     problems = []
-    st = root.lstat()
-    if hasattr(os, "getuid") and st.st_uid != os.getuid():
-        problems.append(f"{root} belongs to uid {st.st_uid}, not to you")
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        problems.append(f"{root} is writable by others (mode {stat.S_IMODE(st.st_mode):o})")
+    for folder in [root] + [root / name for name in SUBDIRS if (root / name).exists()]:
+        problem = folder_problem(folder)
+        if problem is None:
+            continue
+        mended = fix and folder != root and _make_private(folder)
+        problems.append(f"{folder} {problem}" + (" (made private)" if mended else ""))
     for e in list_entries(root):
         if not e["valid"]:
-            problems.append(f"entry {e['path']} is incomplete or corrupt" + (" (removed)" if fix else ""))
+            problems.append(f"entry {e['path']} cannot be loaded: {e['problem']}" + (" (removed)" if fix else ""))
             if fix:
                 discard(e["path"])
     tmp = root / "tmp"
@@ -104,3 +109,12 @@ def doctor(root: Path, fix: bool = False) -> list:
         if fix:
             remove_stale_temporaries(root)
     return problems
+
+
+def _make_private(folder: Path) -> bool:
+    """chmod 700 a plain folder of ours; False when it is not ours or not a folder."""
+    st = folder.lstat()
+    if not stat.S_ISDIR(st.st_mode) or (hasattr(os, "getuid") and st.st_uid != os.getuid()):
+        return False
+    os.chmod(folder, 0o700)
+    return True

@@ -68,6 +68,8 @@ class Plan {
 
   void run_native(Run& r, const PlanStep& s);
   void run_python(Run& r, const PlanStep& s);
+  void release(Run& r, const PlanStep& s);
+  py::list collect_outputs(Run& r, const std::vector<int>& outputs);
   void place_output(Run& r, int slot, opf_tensor& meta);
   char* take_arena();
   void give_arena(char* arena);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "attrs.h"
+#include "invoke.h"
 #include "opforge/abi.h"
 #include "thread_pool.h"
 
@@ -30,33 +31,42 @@ class OpHandle {
   /// give numpy arrays; CUDA ops take GPU arrays and give cupy arrays (device_call.cpp).
   py::object call(const py::args& args, const py::kwargs& kwargs) const;
 
-  /// Shape inference: metas are (dtype, shape, value-or-None) per input, None for an absent
-  /// optional input. Returns (dtype, shape) per output, None for an output left unset.
-  py::list infer(const py::list& metas, const AttrPack& attrs, int num_outputs) const;
-
-  /// Scratch bytes for these inputs (0 if the op declares no workspace function).
-  int64_t workspace_bytes(const std::vector<opf_tensor>& inputs, const AttrPack& attrs) const;
-
-  /// Runs compute on prepared views; raises OpError on failure. Releases the GIL. `stream`
-  /// is the cudaStream_t a CUDA op launches on.
-  void compute(const std::vector<opf_tensor>& inputs, const std::vector<opf_tensor>& outputs,
-               const AttrPack& attrs, void* workspace, int64_t workspace_bytes, ThreadPool* pool,
-               void* stream = nullptr) const;
-
+  /// Whether compute runs on a GPU (the op's inputs and outputs are device memory).
   bool is_cuda() const { return def_->backend == OPF_BACKEND_CUDA; }
 
- private:
-  const opf_param* param_for_input(size_t i) const;
-  /// Raises TypeError unless `n` inputs fit the declared ones.
-  void check_arity(size_t n) const;
-  /// Raises TypeError if input i (given, not None) has a dtype the op does not take.
-  void check_dtype(size_t i, const opf_tensor& t, const py::handle& array) const;
-  /// Raises TypeError if input i is None but required.
-  void check_absent(size_t i) const;
-  /// Output metadata from the op's infer, with OpError for outputs left unset or negative.
-  std::vector<opf_tensor> infer_outputs(const std::vector<opf_tensor>& ins, const AttrPack& attrs) const;
+  /// Runtime call of a CUDA op on GPU arrays (or None) on `device`, launched on `stream`:
+  /// one cupy array per output, None where `wanted` is false (device_call.cpp).
+  py::list run_cuda(const py::list& inputs, const std::vector<bool>& wanted, const AttrPack& attrs,
+                    int device, uintptr_t stream) const;
+
+  /// Runtime call: arrays (or None) in; one array per output, None where `wanted` is false.
+  py::list run(const py::list& inputs, const std::vector<bool>& wanted, const AttrPack& attrs,
+               ThreadPool* pool) const;
+
+  /// Runtime call into given arrays: `outputs` holds one C-contiguous array per output (None for
+  /// an output not wanted), of the dtype and shape infer gives; an output may alias an input
+  /// where the op allows in-place. For tests and tools.
+  void run_into(const py::list& inputs, const py::list& outputs, const AttrPack& attrs, ThreadPool* pool) const;
+
+  /// Shape inference: metas are (dtype, shape, value-or-None) per input, None for an absent
+  /// optional input. Returns (dtype, shape) per output, None for an output left unset. With
+  /// `sizes_known` false, sizes may be -1 (unknown), as in graph shape inference.
+  py::list infer(const py::list& metas, const AttrPack& attrs, int num_outputs, bool sizes_known) const;
+
+  /// Scratch bytes compute asks for with inputs of these metas (0 without a workspace function).
+  int64_t workspace_size(const py::list& metas, const AttrPack& attrs) const;
+
+  private:
   std::vector<opf_tensor> eager_inputs(const py::args& args, std::vector<py::array>& keep) const;
+  /// The one call path: checked infer, outputs allocated, workspace, compute without the GIL.
+  std::vector<py::object> invoke(const std::vector<opf_tensor>& ins, const std::vector<bool>& wanted,
+                                 const AttrPack& attrs, ThreadPool* pool, const py::list* given = nullptr) const;
+  py::array given_output(const py::list& given, int32_t k, const opf_tensor& inferred) const;
   py::object call_cuda(const py::args& args, const py::kwargs& kwargs) const;
+  /// invoke() for CUDA ops: outputs and workspace allocated with cupy on `device`.
+  std::vector<py::object> invoke_cuda(const std::vector<opf_tensor>& ins, const std::vector<bool>& wanted,
+                                      const AttrPack& attrs, int device, void* stream) const;
+  std::vector<opf_tensor> runtime_inputs(const py::list& inputs, std::vector<py::array>& keep) const;
 
   const opf_op_def* def_;
   std::string path_;
@@ -70,5 +80,8 @@ ThreadPool* default_pool(int num_threads);
 
 /// Raises opforge.OpError with `message`.
 [[noreturn]] void raise_op_error(const std::string& message);
+
+/// Raises a CallError as opforge.OpArgumentError (bad arguments) or opforge.OpError.
+[[noreturn]] void raise_call_error(const CallError& e);
 
 }  // namespace opforge_core

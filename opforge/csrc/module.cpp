@@ -3,8 +3,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <cstring>
-
 #include "attrs.h"
 #include "opforge/dtype.h"
 #include "executor.h"
@@ -15,38 +13,23 @@
 namespace py = pybind11;
 using namespace opforge_core;
 
-namespace {
-
-// A numpy array's view, or a GPU array's (anything with __cuda_array_interface__) on `device`.
-opf_tensor view_any(const py::handle& value, int device) {
-  if (py::isinstance<py::array>(value)) return view_of(value.cast<py::array>());
-  return cuda_view_of(value, device);
-}
-
-std::vector<opf_tensor> views(const py::list& values, int device) {
-  std::vector<opf_tensor> out(values.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (values[i].is_none()) {
-      std::memset(&out[i], 0, sizeof(opf_tensor));
-    } else {
-      out[i] = view_any(values[i], device);
-    }
-  }
-  return out;
-}
-
-int64_t nbytes(const opf_tensor& t) {
-  int64_t n = opforge::dtype_size(t.dtype);
-  for (int d = 0; d < t.ndim; ++d) n *= t.shape[d];
-  return n;
-}
-
-}  // namespace
-
 PYBIND11_MODULE(_core, m) {
   m.doc() = "opforge's compiled core: loads op libraries and calls their ops.";
   m.attr("ABI_VERSION") = OPFORGE_ABI_VERSION;
   m.attr("MAX_DIMS") = OPF_MAX_DIMS;
+  // the tables Python shares with this core, from their one definition here
+  py::dict dtype_names;
+  for (int32_t code : {OPF_FLOAT32, OPF_UINT8, OPF_INT8, OPF_UINT16, OPF_INT16, OPF_INT32, OPF_INT64, OPF_BOOL,
+                       OPF_FLOAT16, OPF_FLOAT64, OPF_UINT32, OPF_UINT64, OPF_BFLOAT16})
+    dtype_names[py::int_(code)] = opforge::dtype_name(code);
+  m.attr("DTYPE_NAMES") = dtype_names;
+  py::dict slot_kinds;
+  slot_kinds["dynamic"] = int(SlotKind::Dynamic);
+  slot_kinds["arena"] = int(SlotKind::Arena);
+  slot_kinds["output"] = int(SlotKind::Output);
+  slot_kinds["constant"] = int(SlotKind::Constant);
+  slot_kinds["feed"] = int(SlotKind::Feed);
+  m.attr("SLOT_KINDS") = slot_kinds;
 
   py::class_<ThreadPool>(m, "ThreadPool")
       .def(py::init<int>(), py::arg("num_threads"))
@@ -60,40 +43,25 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("since_version", [](const OpHandle& h) { return h.def()->since_version; })
       .def_property_readonly("library_path", &OpHandle::library_path)
       .def("schema", &OpHandle::schema)
+      .def_property_readonly("is_cuda", &OpHandle::is_cuda)
       .def("__call__", &OpHandle::call)
       .def("attrs", [](const OpHandle& h, const py::dict& given) { return new AttrPack(h.def(), given); },
            py::arg("given"), "Converts attribute values (name -> value) for this op; raises TypeError.")
-      .def("infer", &OpHandle::infer, py::arg("metas"), py::arg("attrs"), py::arg("num_outputs"))
-      .def_property_readonly("is_cuda", &OpHandle::is_cuda)
-      .def(
-          "workspace_size",
-          [](const OpHandle& h, const py::list& inputs, const AttrPack& attrs, int device) {
-            return h.workspace_bytes(views(inputs, device), attrs);
-          },
-          py::arg("inputs"), py::arg("attrs"), py::arg("device") = 0,
-          "Scratch bytes the op asks for with these inputs (numpy or GPU arrays).")
-      .def(
-          "run",
-          [](const OpHandle& h, const py::list& inputs, const py::list& outputs, const AttrPack& attrs,
-             ThreadPool* pool, uintptr_t stream, int device, const py::object& workspace) {
-            // Runtime path: inputs (arrays or None) and preallocated contiguous outputs, numpy
-            // for CPU ops; GPU arrays on `device`, a GPU workspace and a stream for CUDA ops.
-            std::vector<opf_tensor> ins = views(inputs, device), outs = views(outputs, device);
-            int64_t ws = h.workspace_bytes(ins, attrs);
-            if (!workspace.is_none()) {
-              opf_tensor w = view_any(workspace, device);
-              if (ws > 0 && nbytes(w) < ws) throw py::value_error(std::string(h.def()->name) + ": workspace too small");
-              h.compute(ins, outs, attrs, ws > 0 ? w.data : nullptr, ws, pool, reinterpret_cast<void*>(stream));
-              return;
-            }
-            if (ws > 0 && h.is_cuda())
-              throw py::value_error(std::string(h.def()->name) + " needs a GPU workspace of " + std::to_string(ws) + " bytes");
-            std::vector<unsigned char> scratch(size_t(ws > 0 ? ws : 0) + 64);
-            void* p = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
-            h.compute(ins, outs, attrs, ws > 0 ? p : nullptr, ws, pool, reinterpret_cast<void*>(stream));
-          },
-          py::arg("inputs"), py::arg("outputs"), py::arg("attrs"), py::arg("pool") = nullptr,
-          py::arg("stream") = 0, py::arg("device") = 0, py::arg("workspace") = py::none());
+      .def("infer", &OpHandle::infer, py::arg("metas"), py::arg("attrs"), py::arg("num_outputs"),
+           py::arg("sizes_known") = false)
+      .def("workspace_size", &OpHandle::workspace_size, py::arg("metas"), py::arg("attrs"),
+           "Scratch bytes the op asks for with inputs of these (dtype, shape) metas.")
+      .def("invoke", &OpHandle::run, py::arg("inputs"), py::arg("wanted"), py::arg("attrs"),
+           py::arg("pool") = nullptr,
+           "Runs the op on arrays (None for absent inputs); returns one array per output, None "
+           "where `wanted` is false.")
+      .def("invoke_cuda", &OpHandle::run_cuda, py::arg("inputs"), py::arg("wanted"), py::arg("attrs"),
+           py::arg("device"), py::arg("stream"),
+           "Runs a CUDA op on GPU arrays (or None) on `device`, launched on `stream` (a cudaStream_t as "
+           "an int); returns a cupy array per output, None where `wanted` is false.")
+      .def("run", &OpHandle::run_into, py::arg("inputs"), py::arg("outputs"), py::arg("attrs"),
+           py::arg("pool") = nullptr,
+           "Runs the op into preallocated outputs (None for one not wanted), checked against infer.");
 
   py::class_<Plan>(m, "Plan", "A compiled execution plan for one input-shape signature.")
       .def(py::init<int, int64_t, ThreadPool*>(), py::arg("num_slots"), py::arg("arena_bytes"),

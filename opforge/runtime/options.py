@@ -43,6 +43,9 @@ class SessionOptions:
     disable_reference_fallback: bool = False
     enable_mem_pattern: bool = True
     """Compile a plan per input-shape signature: one arena, native kernels in a C++ loop."""
+    plan_cache_size: int = 32
+    """Compiled plans kept per session, the least recently used dropped first (each holds an
+    arena per concurrent run; a model fed many shapes would otherwise grow without bound)."""
 
 
 @dataclass

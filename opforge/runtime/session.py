@@ -18,7 +18,7 @@ from opforge.runtime import ops as _ops  # noqa: F401  (registers the built-in P
 from opforge.runtime import providers as _providers  # noqa: F401  (registers the reference kernels)
 from opforge.runtime.errors import FeedError
 from opforge.runtime.executor import Dispatcher, Executor
-from opforge.runtime.feeds import check_feeds
+from opforge.runtime.feeds import as_output, check_feeds
 from opforge.runtime.functions import inline_local_functions
 from opforge.runtime.graph import Graph, ValueInfo, build_graph, sort_graph, topological_order
 from opforge.runtime.mapping import apply_mappings
@@ -96,7 +96,8 @@ class InferenceSession:
             self._profile_start = time.perf_counter()
         # profiling times each node on the Python executor, so it bypasses the compiled plans
         self._runner = PlannedExecutor(self._executor, self._pool,
-                                       self._sess_options.enable_mem_pattern and not profiling)
+                                       self._sess_options.enable_mem_pattern and not profiling,
+                                       self._sess_options.plan_cache_size)
         self._report_fallback()
 
     def _kernel_registry(self) -> KernelRegistry:
@@ -162,7 +163,7 @@ class InferenceSession:
         env = check_feeds(input_feed, self._required, self._overridable)
         with self._on_device():
             values = dict(zip(self._executor.output_names, self._runner.run(env, run_options)))
-        return [values[name] for name in names]
+        return [as_output(values[name]) for name in names]
 
     def get_inputs(self) -> list[NodeArg]:
         """The inputs a caller must feed (initializers that are also inputs left out)."""

@@ -177,6 +177,12 @@ def test_asking_for_cuda_without_it_warns_and_runs_on_cpu(monkeypatch):
 class OnDevice(np.ndarray):
     """Host memory standing in for GPU memory (the kernels compute with numpy)."""
 
+    @property
+    def __cuda_array_interface__(self):
+        face = self.__array_interface__
+        return {"shape": face["shape"], "typestr": face["typestr"], "data": face["data"],
+                "strides": face["strides"], "version": 3}
+
 
 class NumpyGPU:
     """A stand-in GPU for whole sessions: the CUDA provider's kernels run with numpy as their
@@ -403,7 +409,13 @@ def test_cpu_twin_runs_the_model_where_cuda_is_not(cuda_lib):
 
 
 @pytest.mark.skipif(not __import__("cuda_support").gpu_unavailable(), reason="this machine has a GPU")
-def test_cuda_op_in_a_cuda_session_is_launched_through_its_library(numpy_gpu, cuda_lib):
+def test_cuda_op_in_a_cuda_session_is_launched_through_its_library(numpy_gpu, cuda_lib, monkeypatch):
+    """Up to the launch: outputs come from (a stand-in) cupy, then the library finds no GPU."""
+    import sys
+
+    import fake_cupy
+
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy.module())
     sess = opforge.InferenceSession(scale_model(), providers=["CUDAExecutionProvider"], custom_ops=[cuda_lib])
     assert ("scale", CUDA) in [(op, p) for _, op, p in sess.node_providers()]
     with pytest.raises(opforge.runtime.KernelError, match="scale: no CUDA device is available"):

@@ -1,10 +1,8 @@
 """Custom CUDA ops (from a CUDA op library) in a session: run on the session's GPU and stream."""
 from __future__ import annotations
 
-import numpy as np
-
 from opforge.runtime.errors import KernelNotFoundError
-from opforge.runtime.providers.native import CODE_DTYPES, DTYPE_CODES, NativeFactory
+from opforge.runtime.providers.native import NativeFactory
 from opforge.runtime.registry import CUDA
 
 
@@ -26,17 +24,11 @@ class DeviceOpKernel:
                                       f"attributes: {exc}") from None
 
     def run(self, inputs: list) -> list:
-        xp = self.device.xp
         if not self.schema["accepts_strided"]:
-            inputs = [None if x is None else xp.ascontiguousarray(x) for x in inputs]
-        metas = [None if x is None else (DTYPE_CODES[np.dtype(x.dtype)], x.shape, None) for x in inputs]
-        types = self.handle.infer(metas, self.attrs, len(self.node.outputs))
-        outputs = [None if t is None or not name else xp.empty(t[1], CODE_DTYPES[t[0]])
-                   for t, name in zip(types, self.node.outputs)]
-        bytes_needed = self.handle.workspace_size(inputs, self.attrs, self.device.id)
-        workspace = xp.empty(bytes_needed, np.uint8) if bytes_needed > 0 else None
-        self.handle.run(inputs, outputs, self.attrs, None, self.device.stream_ptr, self.device.id, workspace)
-        return outputs
+            inputs = [x if x is None or x.flags.c_contiguous else self.device.xp.ascontiguousarray(x)
+                      for x in inputs]
+        wanted = [bool(name) for name in self.node.outputs]
+        return self.handle.invoke_cuda(inputs, wanted, self.attrs, self.device.id, self.device.stream_ptr)
 
 
 class DeviceOpFactory(NativeFactory):
