@@ -32,7 +32,7 @@ def shared_cache(tmp_path_factory):
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked `cuda` launch kernels: they are skipped unless cupy imports and sees a GPU."""
-    marked = [item for item in items if "cuda" in item.keywords]
+    marked = [item for item in items if item.get_closest_marker("cuda") is not None]
     if not marked:
         return
     from cuda_support import gpu_unavailable

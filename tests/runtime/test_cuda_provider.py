@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import opforge
-from opforge.runtime import session as session_module
+from cuda_support import numpy_gpu  # noqa: F401  (the stand-in GPU fixture)
 from opforge.runtime.executor import Dispatcher, Executor
 from opforge.runtime.graph import build_graph, topological_order
 from opforge.runtime.partition import COPY_DOMAIN, partition
@@ -172,48 +172,6 @@ def test_asking_for_cuda_without_it_warns_and_runs_on_cpu(monkeypatch):
         sess = opforge.InferenceSession(model.SerializeToString(), providers=["CUDAExecutionProvider"])
     assert sess.get_providers()[0] == CPU
     assert sess.run(None, {"x": np.array([-1.0, 2.0], np.float32)})[0].tolist() == [0.0, 2.0]
-
-
-class OnDevice(np.ndarray):
-    """Host memory standing in for GPU memory (the kernels compute with numpy)."""
-
-    @property
-    def __cuda_array_interface__(self):
-        face = self.__array_interface__
-        return {"shape": face["shape"], "typestr": face["typestr"], "data": face["data"],
-                "strides": face["strides"], "version": 3}
-
-
-class NumpyGPU:
-    """A stand-in GPU for whole sessions: the CUDA provider's kernels run with numpy as their
-    array module; values on it are OnDevice arrays."""
-
-    name, provider, id, stream_ptr = "cuda:0", CUDA, 0, 0
-
-    def __init__(self):
-        self.xp = np
-        self.entered = 0
-
-    def active(self):
-        import contextlib
-
-        self.entered += 1
-        return contextlib.nullcontext(self)
-
-    def upload(self, value):
-        return value if value is None else np.array(value).view(OnDevice)
-
-    def download(self, value):
-        return np.asarray(value)
-
-
-@pytest.fixture
-def numpy_gpu(monkeypatch):
-    gpu = NumpyGPU()
-    monkeypatch.setattr(session_module, "_cuda_usable", lambda: True)
-    monkeypatch.setattr(session_module, "_cuda_device",
-                        lambda providers, options: gpu if CUDA in providers else None)
-    return gpu
 
 
 def cnn_model():
