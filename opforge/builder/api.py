@@ -2,6 +2,7 @@
 import re
 from pathlib import Path
 
+from opforge import config
 from opforge.builder.build import Build
 from opforge.builder.loader import load_entry
 from opforge.builder.spec import CPP_SUFFIXES, CUDA_SUFFIXES, make_spec
@@ -23,14 +24,16 @@ class CustomOpBuilder:
             device arrays (cupy) unless an op says .backend(OPF_BACKEND_CPU).
         extra_cflags, extra_ldflags, extra_include_paths: passed to the compiler and linker.
         build_dir: where objects are kept between builds (default: in the cache).
-        verbose: print compiler commands and output.
+        verbose: print compiler commands and output (also set by OPFORGE_VERBOSE=1). Without
+            it, a build that takes more than a second shows ninja's [n/N] progress.
         extra_cuda_cflags: passed to nvcc (CUDA libraries).
     """
 
     def __init__(self, name, sources, backend=None, extra_cflags=None, extra_ldflags=None,
                  extra_include_paths=None, build_dir=None, verbose=False, extra_cuda_cflags=None):
         self.spec = make_spec(name, sources, backend, extra_cflags, extra_ldflags,
-                              extra_include_paths, build_dir, verbose, extra_cuda_cflags)
+                              extra_include_paths, build_dir, verbose or config.verbose(),
+                              extra_cuda_cflags)
 
     def load(self):
         """Builds if needed and returns the library.

@@ -3,7 +3,7 @@ import os
 
 from opforge.cache import Entry
 from opforge.cache.entry import file_problem
-from opforge.errors import CacheError
+from opforge.errors import BuildError, CacheError
 
 
 def _check_owner(entry: Entry) -> None:
@@ -29,7 +29,12 @@ def load_entry(entry: Entry, name: str):
     from opforge.builder.ops import OpLibrary
 
     _core.set_default_threads(config.num_threads())  # sizes the eager pool once per process
-    return OpLibrary(name, path, _core.load_library(path))
+    handles = _core.load_library(path)
+    if not handles:
+        raise BuildError(f"library '{name}' defines no ops: its sources ({', '.join(entry.manifest.get('sources', []))}) "
+                         "hold no OPFORGE_OP(name) definition (see opforge/op.h), nor a "
+                         "PYBIND11_MODULE(OPFORGE_EXTENSION_NAME, m) for a Python extension")
+    return OpLibrary(name, path, handles)
 
 
 def _load_extension(module_name: str, path: str):

@@ -40,37 +40,58 @@ def list_entries(root: Path) -> list:
     return out
 
 
+# What each cache folder holds, for `opforge cache ls`; items of the evictable ones are removed
+# by `clean --older-than / --max-size` like library entries (each is rebuilt when needed again).
+KINDS = {"libs": "libraries", "work": "build folders", "support": "support objects and precompiled headers",
+         "inline": "inline sources", "toolchains": "compiler identities", "locks": "locks", "tmp": "builds in progress"}
+EVICTABLE = ("work", "support", "inline")
+
+
+def usage(root: Path) -> dict:
+    """Bytes by kind of content ({kind: bytes}), accounting for every file under `root`."""
+    found = {kind: folder_bytes(root / name) for name, kind in KINDS.items()}
+    listed = sum(found.values())
+    found["other"] = max(0, folder_bytes(root) - listed)
+    return found
+
+
+def _items(root: Path) -> list:
+    """Everything `clean` may remove: library entries and the evictable folders' items."""
+    items = [{"path": e["path"], "bytes": e["bytes"], "last_used": e["last_used"]} for e in list_entries(root)]
+    for name in EVICTABLE:
+        folder = root / name
+        for child in folder.iterdir() if folder.is_dir() else []:
+            if not child.name.startswith("."):
+                st = child.stat()
+                items.append({"path": child, "bytes": folder_bytes(child),
+                              "last_used": max(st.st_atime, st.st_mtime)})
+    return sorted(items, key=lambda item: item["last_used"])
+
+
 def clean(root: Path, older_than_days: "float | None" = None, max_bytes: "int | None" = None,
           everything: bool = False) -> list:
-    """Removes entries: all, those unused for `older_than_days`, or the oldest above `max_bytes`.
-
-    Work folders and stale temporary folders go too. Returns the removed paths.
-    """
-    entries = sorted(list_entries(root), key=lambda e: e["last_used"])
-    doomed = []
+    """Removes library entries, build folders, support objects (with their precompiled headers)
+    and inline sources: all of them, those unused for `older_than_days`, or the least recently
+    used above `max_bytes` in all. Stale temporary folders go too. Returns the removed paths."""
+    items = _items(root)
     now = time.time()
     if everything:
-        doomed = [e["path"] for e in entries]
+        doomed = [i["path"] for i in items]
     else:
+        doomed = []
         if older_than_days is not None:
-            doomed += [e["path"] for e in entries if now - e["last_used"] > older_than_days * 86400]
+            doomed += [i["path"] for i in items if now - i["last_used"] > older_than_days * 86400]
         if max_bytes is not None:
-            total = sum(e["bytes"] for e in entries if e["path"] not in doomed)
-            for e in entries:
+            total = sum(usage(root).values()) - sum(i["bytes"] for i in items if i["path"] in doomed)
+            for i in items:
                 if total <= max_bytes:
                     break
-                if e["path"] not in doomed:
-                    doomed.append(e["path"])
-                    total -= e["bytes"]
+                if i["path"] not in doomed:
+                    doomed.append(i["path"])
+                    total -= i["bytes"]
     for path in doomed:
         discard(path)
-    if everything:
-        for sub in ("work", "support", "inline"):
-            for child in (root / sub).iterdir() if (root / sub).is_dir() else []:
-                discard(child)
-                doomed.append(child)
-    doomed += remove_stale_temporaries(root)
-    return doomed
+    return doomed + remove_stale_temporaries(root)
 
 
 def remove_stale_temporaries(root: Path, age: float = STALE_SECONDS) -> list:

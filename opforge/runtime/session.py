@@ -28,6 +28,7 @@ from opforge.runtime.partition import partition
 from opforge.runtime.passes import PassContext, run_passes
 from opforge.runtime.plan import PlannedExecutor
 from opforge.runtime.providers.native import register_library
+from opforge.runtime.session_extras import SessionExtras
 from opforge.runtime.registry import CPU, CUDA, PROVIDERS, REFERENCE, KernelRegistry, default_registry
 from opforge.runtime.shapes import InferredTypes, infer_types
 
@@ -56,7 +57,7 @@ class ModelMetadata:
     custom_metadata_map: dict[str, str] = field(default_factory=dict)
 
 
-class InferenceSession:
+class InferenceSession(SessionExtras):
     """Load a model once, then ``run`` it many times; a drop-in for onnxruntime's session.
 
     ``path_or_bytes``: a model path, its bytes, or an onnx.ModelProto. ``providers``: names (or
@@ -71,6 +72,7 @@ class InferenceSession:
                  providers: Sequence[Any] | None = None,
                  provider_options: Sequence[dict] | None = None,
                  custom_ops: Sequence[Any] | None = None, **kwargs: Any):
+        self._source, self._custom_ops_given, self._kwargs = path_or_bytes, custom_ops, kwargs
         self._sess_options = sess_options or SessionOptions()
         self._providers, self._provider_options = _provider_list(
             providers, provider_options, self._sess_options.disable_reference_fallback)
@@ -91,9 +93,11 @@ class InferenceSession:
         self._optimize(graph)
         self._executor = Executor(graph, self._partition(graph).__getitem__)
         profiling = self._sess_options.enable_profiling
+        self._profile_start_ns = 0
         if profiling:
             self._executor.profile = []
             self._profile_start = time.perf_counter()
+            self._profile_start_ns = time.time_ns()
         # profiling times each node on the Python executor, so it bypasses the compiled plans
         self._runner = PlannedExecutor(self._executor, self._pool,
                                        self._sess_options.enable_mem_pattern and not profiling,

@@ -107,7 +107,8 @@ def test_nvcc_environment_variable_is_honored(cache_dir, tmp_path, one_arch, mon
     wrapper.chmod(0o755)
     monkeypatch.setenv("NVCC", str(wrapper))
     src = tmp_path / "one.cu"
-    src.write_text((CUDA_OPS / "launch.cu").read_text())
+    src.write_text((CUDA_OPS / "elementwise.cu").read_text().replace('#include "factor.cuh"',
+                                                                    "#define OPF_TEST_FACTOR 1.0f"))
     opforge.CustomOpBuilder("one", [src]).load()
     assert log.read_text().count("called") >= 3  # version, dry run, compile
 
