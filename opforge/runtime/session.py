@@ -27,6 +27,7 @@ from opforge.runtime.plan import PlannedExecutor
 from opforge.runtime.providers.native import register_library
 from opforge.runtime.registry import CPU, PROVIDERS, REFERENCE, KernelRegistry, default_registry
 from opforge.runtime.shapes import InferredTypes, infer_types
+from opforge.runtime.validation import check_graph
 
 logger = logging.getLogger("opforge.runtime")
 
@@ -75,6 +76,7 @@ class InferenceSession:
         self._pool = _core.ThreadPool(self._sess_options.intra_op_num_threads or os.cpu_count() or 1)
         self.registry = self._kernel_registry()
         graph = self._load(path_or_bytes, kwargs.get("base_dir"))
+        check_graph(graph, self._opsets, self._custom.op_types())
         self.types: InferredTypes = infer_types(
             graph, self._opsets, custom.make_custom_infer(self.registry, self._providers, self._opsets))
         for warning in self.types.warnings:

@@ -41,6 +41,28 @@ def attribute_values(node) -> dict:
     return out
 
 
+def call_problem(schema: dict, inputs: list, num_outputs: int) -> "str | None":
+    """Why an op of ``schema`` cannot serve a node with these input names ('' for one left
+    out) and this many outputs: too few or too many inputs, a required one left out, more
+    outputs than the op has. None when it can."""
+    params, outputs = schema["inputs"], schema["outputs"]
+    variadic = bool(params) and params[-1]["variadic"]
+    required = max((i + 1 for i, p in enumerate(params) if not (p["optional"] or p["variadic"])),
+                   default=0)
+    name = schema["name"]
+    if len(inputs) < required or (len(inputs) > len(params) and not variadic):
+        most = " or more" if variadic else "" if required == len(params) else f" to {len(params)}"
+        plural = "" if required == 1 and not most else "s"
+        return f"{name} takes {required}{most} input{plural}, the node gives {len(inputs)}"
+    for index, value in enumerate(inputs):
+        param = params[min(index, len(params) - 1)]
+        if not value and not param["optional"]:
+            return f"{name}'s input #{index} '{param['name']}' is required, the node leaves it out"
+    if num_outputs > len(outputs) and not (outputs and outputs[-1]["variadic"]):
+        return f"{name} has {len(outputs)} output(s), the node names {num_outputs}"
+    return None
+
+
 def dtype_allowed(schema_param: dict, dtype) -> bool:
     """Whether a declared input accepts `dtype` (a numpy dtype)."""
     return not schema_param["dtypes"] or np.dtype(dtype).name in schema_param["dtypes"]
@@ -96,10 +118,16 @@ class NativeKernel:
         return None
 
     def output_types(self, inputs: list) -> list:
-        """(numpy dtype, shape) per node output, from the op's infer with the values at hand."""
+        """(numpy dtype, shape) per node output, from the op's infer with the values at hand;
+        OpError when it leaves out an output the node names or gives one an unknown size."""
         metas = [None if x is None else (DTYPE_CODES[x.dtype], x.shape, x) for x in inputs]
-        return [None if t is None else (CODE_DTYPES[t[0]], t[1])
-                for t in self.handle.infer(metas, self.attrs, self.num_outputs)]
+        types = self.handle.infer(metas, self.attrs, self.num_outputs)
+        for index, (name, t) in enumerate(zip(self.node.outputs, types)):
+            if name and (t is None or min(t[1], default=0) < 0):
+                got = "no type" if t is None else f"the shape {list(t[1])}"
+                raise OpError(f"{self.handle.name}: infer gave output #{index} ({name!r}), which the "
+                              f"node names, {got}")
+        return [None if t is None else (CODE_DTYPES[t[0]], t[1]) for t in types]
 
     def run(self, inputs: list) -> list:
         if (self.fallback is not None or self.unsupported([getattr(x, "dtype", None) for x in inputs])
@@ -141,8 +169,19 @@ class NativeFactory:
     def __init__(self, handle, provider: str, pool=None, allow_fallback: bool = True):
         self.handle, self.provider, self.pool = handle, provider, pool
         self.allow_fallback = allow_fallback
+        self._schema = None
+
+    @property
+    def schema(self) -> dict:
+        """The op's schema, read once."""
+        if self._schema is None:
+            self._schema = self.handle.schema()
+        return self._schema
 
     def __call__(self, node, opset: int) -> NativeKernel:
+        why = call_problem(self.schema, node.inputs, len(node.outputs))
+        if why:
+            raise KernelNotFoundError(why)
         kernel = NativeKernel(self.handle, node, opset, self.provider, self.pool, self.allow_fallback)
         why = kernel.unsupported([None if t is None else t.dtype for t in node.input_types])
         if why:
