@@ -2,9 +2,11 @@
 // writing planned arena offsets; Python steps get numpy views and hand back arrays.
 #include "executor.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
+#include "checks.h"
 #include "opforge/dtype.h"
 #include "tensors.h"
 
@@ -14,16 +16,31 @@ namespace {
 
 constexpr size_t kAlign = 64;
 
+/// A failure inside the loop, turned into opforge.OpError once the GIL is held again.
+struct StepError {
+  std::string message;
+};
+
 void* aligned_bytes(int64_t n) {
+  if (n > PTRDIFF_MAX - int64_t(kAlign)) throw std::bad_alloc();
   size_t size = (size_t(n > 0 ? n : 1) + kAlign - 1) / kAlign * kAlign;
   void* p = std::aligned_alloc(kAlign, size);
   if (p == nullptr) throw std::bad_alloc();
   return p;
 }
 
+/// Memory for one step: an output or its workspace; a StepError naming it when none is left.
+void* step_bytes(int64_t n, const std::string& label, const std::string& what) {
+  try {
+    return aligned_bytes(n);
+  } catch (const std::bad_alloc&) {
+    throw StepError{label + ": cannot allocate " + std::to_string(n) + " bytes for " + what};
+  }
+}
+
 int64_t nbytes_of(const opf_tensor& t) {
-  int64_t n = opforge::dtype_size(t.dtype);
-  for (int d = 0; d < t.ndim; ++d) n *= t.shape[d];
+  int64_t n = 0;
+  checked_nbytes(t, &n);
   return n;
 }
 
@@ -37,10 +54,10 @@ void set_contiguous(opf_tensor& t) {
   t.device_id = 0;
 }
 
-/// A failure inside the loop, turned into opforge.OpError once the GIL is held again.
-struct StepError {
-  std::string message;
-};
+/// The message for an exception that is not opforge's escaping a step, named after the step.
+std::string step_failure(const PlanStep* step, const std::string& kind, const std::string& what) {
+  return (step ? step->label : std::string("the plan")) + " failed: " + kind + ": " + what;
+}
 
 }  // namespace
 
@@ -121,16 +138,20 @@ void Plan::give_arena(char* arena) {
   free_arenas_.push_back(arena);
 }
 
-void Plan::place_output(Run& r, int slot, opf_tensor& meta) {
-  Slot& out = r.slots[size_t(slot)];
-  const SlotInfo& info = slots_[size_t(slot)];
+void Plan::place_output(Run& r, const PlanStep& s, size_t k, opf_tensor& meta) {
+  Slot& out = r.slots[size_t(s.outputs[k])];
+  const SlotInfo& info = slots_[size_t(s.outputs[k])];
+  const std::string problem = declared_problem(meta, false);
+  if (!problem.empty()) throw StepError{s.label + ": " + s.op->def()->name + "'s infer gave output #" +
+                                        std::to_string(k) + " " + problem};
   set_contiguous(meta);
   int64_t bytes = nbytes_of(meta);
   if (info.kind == SlotKind::Arena && bytes <= info.planned_bytes) {
     meta.data = r.arena + info.offset;
   } else {
     if (out.heap) std::free(out.heap);
-    out.heap = aligned_bytes(bytes);
+    out.heap = nullptr;
+    out.heap = step_bytes(bytes, s.label, "output #" + std::to_string(k) + " of shape " + shape_text(meta));
     meta.data = out.heap;
   }
   out.t = meta;
@@ -160,7 +181,10 @@ void Plan::run_native(Run& r, const PlanStep& s) {
   if (def->infer(&ic, &err) != 0) throw StepError{s.label + ": " + err.message};
   for (size_t k = 0; k < outs.size(); ++k) {
     if (s.outputs[k] >= 0) {
-      place_output(r, s.outputs[k], outs[k]);
+      if (outs[k].dtype == OPF_UNDEFINED)
+        throw StepError{s.label + ": the node names output #" + std::to_string(k) + ", which " + def->name +
+                        " did not produce for these inputs"};
+      place_output(r, s, k, outs[k]);
     } else {
       outs[k].data = nullptr;  // an output the node does not ask for
     }
@@ -173,7 +197,7 @@ void Plan::run_native(Run& r, const PlanStep& s) {
     if (ws_bytes > 0 && s.workspace_offset >= 0 && ws_bytes <= s.workspace_bytes) {
       ws = r.arena + s.workspace_offset;
     } else if (ws_bytes > 0) {
-      ws = ws_heap = aligned_bytes(ws_bytes);
+      ws = ws_heap = step_bytes(ws_bytes, s.label, "its workspace");
     }
   }
   opf_compute_ctx cc{def, ins.data(), int32_t(ins.size()), s.attrs->data(), s.attrs->size(), outs.data(),
@@ -242,10 +266,12 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
   }
   r.arena = arena_bytes_ > 0 ? take_arena() : nullptr;
   std::string failure;
+  const PlanStep* current = nullptr;
   {
     std::unique_ptr<py::gil_scoped_release> nogil;
     try {
       for (const PlanStep& s : steps_) {
+        current = &s;
         if (!cancel.is_none()) {
           nogil.reset();
           if (py::bool_(cancel.attr("terminate")))
@@ -271,12 +297,17 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
       }
     } catch (StepError& e) {
       failure = e.message;
-    } catch (...) {
+    } catch (py::error_already_set& e) {
       nogil.reset();
-      if (r.arena) give_arena(r.arena);
-      for (auto& slot : r.slots)
-        if (slot.heap) std::free(slot.heap);
-      throw;
+      if (e.matches(py::module_::import("opforge.errors").attr("OpforgeError"))) {
+        if (r.arena) give_arena(r.arena);
+        for (auto& slot : r.slots)
+          if (slot.heap) std::free(slot.heap);
+        throw;
+      }
+      failure = step_failure(current, py::str(e.type().attr("__name__")), py::str(e.value()));
+    } catch (const std::exception& e) {
+      failure = step_failure(current, "error", e.what());
     }
   }
   if (!failure.empty()) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "checks.h"
 #include "tensors.h"
 
 namespace opforge_core {
@@ -183,12 +184,10 @@ py::object OpHandle::call(const py::args& args, const py::kwargs& kwargs) const 
       }
       raise_op_error(std::string(def_->name) + ": infer did not set output '" + p.name + "'");
     }
-    std::vector<py::ssize_t> shape;
-    for (int d = 0; d < t.ndim; ++d) {
-      if (t.shape[d] < 0)
-        raise_op_error(std::string(def_->name) + ": infer gave output '" + p.name + "' a negative dimension");
-      shape.push_back(t.shape[d]);
-    }
+    const std::string problem = declared_problem(t, false);
+    if (!problem.empty())
+      raise_op_error(std::string(def_->name) + ": infer gave output '" + p.name + "' " + problem);
+    std::vector<py::ssize_t> shape(t.shape, t.shape + t.ndim);
     py::array a(numpy_dtype(t.dtype), shape);
     t = view_of(a);
     results.push_back(a);
@@ -252,11 +251,16 @@ py::list OpHandle::infer(const py::list& metas, const AttrPack& attrs, int num_o
   err.message[0] = '\0';
   if (def_->infer(&ic, &err) != 0) raise_op_error(err.message);
   py::list result;
-  for (auto& t : outs) {
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const opf_tensor& t = outs[k];
     if (t.dtype == OPF_UNDEFINED) {
       result.append(py::none());
       continue;
     }
+    // ValueError, not OpError: no other kernel would do better with these inputs
+    const std::string problem = declared_problem(t, true);
+    if (!problem.empty())
+      throw py::value_error(std::string(def_->name) + ": infer gave output #" + std::to_string(k) + " " + problem);
     py::list shape;
     for (int d = 0; d < t.ndim; ++d) shape.append(t.shape[d]);
     result.append(py::make_tuple(t.dtype, py::tuple(shape)));

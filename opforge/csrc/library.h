@@ -30,7 +30,9 @@ class OpHandle {
   py::object call(const py::args& args, const py::kwargs& kwargs) const;
 
   /// Shape inference: metas are (dtype, shape, value-or-None) per input, None for an absent
-  /// optional input. Returns (dtype, shape) per output, None for an output left unset.
+  /// optional input. Returns (dtype, shape) per output, None for an output left unset. Raises
+  /// OpError when the op's infer fails, ValueError when what it declares cannot be allocated
+  /// (an unknown dtype, too many dims, a byte size that overflows).
   py::list infer(const py::list& metas, const AttrPack& attrs, int num_outputs) const;
 
   /// Scratch bytes for these inputs (0 if the op declares no workspace function).

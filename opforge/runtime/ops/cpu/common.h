@@ -31,9 +31,10 @@ inline int64_t numel(const Shape& s) {
   return n;
 }
 
-/// Axis in [-rank, rank) -> [0, rank); throws naming the axis otherwise.
+/// Axis in [-rank, rank) -> [0, rank); throws naming the axis otherwise. A scalar (rank 0) has
+/// no axis at all, as in onnxruntime.
 inline int64_t normalize_axis(int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= (rank == 0 ? 1 : rank))
+  if (axis < -rank || axis >= rank)
     throw opforge::Error(opforge::str("axis ", axis, " is out of range for rank ", rank));
   return axis < 0 ? axis + rank : axis;
 }
