@@ -8,8 +8,10 @@ Measures, for the same leaky_relu kernel written three ways:
                     starts from an empty cache)
   edit + rebuild    change one constant in the op's source, build and load again
   fresh process     a new Python process: import, load from cache, first call on numpy
-and prints medians and the ratio of opforge to each anchor. Targets (DESIGN.md): cold <= 2 s,
-edit-rebuild <= 0.5 s, fresh process <= 0.15 s on the 2-core machine.
+and prints medians, the ratio of opforge to each anchor and the load average. Every cold sample
+builds a source text no earlier sample built (a cache hit is not a cold build). Targets
+(DESIGN.md): cold <= 0.25 s, first ever <= 3 s, fresh process <= `import numpy` alone + 15 ms,
+measured in the same run; edit-rebuild <= 0.5 s.
 """
 import argparse
 import os
@@ -89,7 +91,8 @@ class Opforge:
         assert lib.leaky_relu is not None
 
     def first_ever(self) -> float:
-        self.src.write_text(OPFORGE_OP.replace("BIAS", "0.0f"))
+        # a constant `measure` never writes (it writes i.0f and i.5f), so no cold sample reuses it
+        self.src.write_text(OPFORGE_OP.replace("BIAS", "0.25f"))
         return timed(lambda: self.opforge.CustomOpBuilder("leaky_relu", [self.src]).load())
 
     def fresh(self) -> float:
@@ -165,7 +168,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-torch", action="store_true", help="skip torch's cpp_extension (slow)")
     args = parser.parse_args()
-    targets = {"cold build": 2.0, "edit + rebuild": 0.5, "fresh process": 0.15}
+    numpy_alone = statistics.median(fresh_process("import numpy") for _ in range(max(args.repeat, 3)))
+    targets = {"cold build": 0.25, "edit + rebuild": 0.5, "fresh process": numpy_alone + 0.015}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         tools = {}
@@ -178,7 +182,11 @@ def main() -> None:
                 print(f"({cls.name}: not installed, skipped)")
         first = tools["opforge"].first_ever()
         results = {name: measure(tool, args.repeat) for name, tool in tools.items()}
-    print(f"\nbuild benchmark, median of {args.repeat}, seconds ({os.cpu_count()} cores)\n")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"\nbuild benchmark, median of {args.repeat}, seconds ({os.cpu_count()} cores, load average {load})")
+    if os.getloadavg()[0] >= 0.5:
+        print("warning: the machine is busy (load >= 0.5); ratios measured now are not quiet-machine figures")
+    print(f"fresh `python -c 'import numpy'`: {numpy_alone:.3f} s\n")
     anchors = [n for n in results if n != "opforge"]
     head = f"{'':<16}{'opforge':>10}" + "".join(f"{n:>22}" for n in anchors)
     head += "".join(f"{'vs ' + n.split()[0]:>14}" for n in anchors) + f"{'target':>9}"
@@ -187,9 +195,10 @@ def main() -> None:
         ours = results["opforge"][metric]
         row = f"{metric:<16}{ours:>10.3f}" + "".join(f"{results[n][metric]:>22.3f}" for n in anchors)
         row += "".join(f"{ours / results[n][metric]:>13.2f}x" for n in anchors)
-        row += f"{'<= ' + str(target):>9}" + ("  ok" if ours <= target else "  MISSED")
+        row += f"{'<= ' + format(target, '.3g'):>9}" + ("  ok" if ours <= target else "  MISSED")
         print(row)
-    print(f"{'first ever':<16}{first:>10.3f}   (empty cache: support object + precompiled header too)")
+    print(f"{'first ever':<16}{first:>10.3f}   (empty cache: support object + precompiled header too; "
+          f"target <= 3){'  ok' if first <= 3 else '  MISSED'}")
     print("\nratio < 1 means opforge is faster than the anchor.")
 
 

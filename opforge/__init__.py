@@ -14,6 +14,8 @@ _RUNTIME = {
     "custom_op": "opforge.runtime.python_op",
     "PythonOp": "opforge.runtime.python_op",
     "OpMapping": "opforge.runtime.mapping",
+    "OrtValue": "opforge.runtime.ortvalue",
+    "IOBinding": "opforge.runtime.ortvalue",
 }
 
 
@@ -30,5 +32,5 @@ def __dir__():
 
 
 __all__ = ["BuildError", "CacheError", "CustomOpBuilder", "ExecutionMode", "GraphOptimizationLevel",
-           "InferenceSession", "OpError", "OpMapping", "OpforgeError", "PythonOp", "RunOptions",
+           "InferenceSession", "IOBinding", "OpError", "OpMapping", "OpforgeError", "OrtValue", "PythonOp", "RunOptions",
            "SessionOptions", "custom_op", "load_dir", "load_inline", "__version__"]

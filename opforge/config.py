@@ -46,3 +46,9 @@ def build_jobs() -> int:
 def cache_max_bytes() -> int:
     """$OPFORGE_CACHE_MAX_BYTES: `opforge cache clean --auto` evicts oldest entries above it."""
     return int(os.environ.get("OPFORGE_CACHE_MAX_BYTES", str(4 << 30)))
+
+
+def prebuilt_kernels() -> bool:
+    """$OPFORGE_PREBUILT_KERNELS=0 builds the built-in kernels from their sources into the cache
+    instead of loading the library `pip install` compiled."""
+    return os.environ.get("OPFORGE_PREBUILT_KERNELS", "1") not in ("0", "")

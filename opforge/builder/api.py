@@ -2,11 +2,13 @@
 import re
 from pathlib import Path
 
+from opforge import config
 from opforge.builder.build import Build
 from opforge.builder.loader import load_entry
 from opforge.builder.spec import CPP_SUFFIXES, CUDA_SUFFIXES, make_spec
 from opforge.builder.toolchain import detect
 from opforge.cache import cache_root, digest, write_atomic
+from opforge.errors import CacheError
 
 
 class CustomOpBuilder:
@@ -19,13 +21,14 @@ class CustomOpBuilder:
         backend: "CPU" ("CUDA" is not supported yet).
         extra_cflags, extra_ldflags, extra_include_paths: passed to the compiler and linker.
         build_dir: where objects are kept between builds (default: in the cache).
-        verbose: print compiler commands and output.
+        verbose: print compiler commands and output (also set by OPFORGE_VERBOSE=1). Without
+            it, a build that takes more than a second shows ninja's [n/N] progress.
     """
 
     def __init__(self, name, sources, backend="CPU", extra_cflags=None, extra_ldflags=None,
                  extra_include_paths=None, build_dir=None, verbose=False):
         self.spec = make_spec(name, sources, backend, extra_cflags, extra_ldflags,
-                              extra_include_paths, build_dir, verbose)
+                              extra_include_paths, build_dir, verbose or config.verbose())
 
     def load(self):
         """Builds if needed and returns the library.
@@ -41,7 +44,7 @@ class CustomOpBuilder:
             entry = build.build()
         try:
             return load_entry(entry, self.spec.name)
-        except ImportError:
+        except (ImportError, CacheError):   # unloadable, or changed since the lookup: rebuild
             build.discard(entry)
             return load_entry(build.build(clean=True), self.spec.name)
 

@@ -14,7 +14,6 @@ from opforge.cache.entry import discard
 # imported on a miss, keeping `import opforge` and a cached load to a few milliseconds.
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
-ABI_VERSION = 1  # opforge/abi.h's OPFORGE_ABI_VERSION
 
 
 def python_abi() -> str:
@@ -54,7 +53,9 @@ def config_key(spec: BuildSpec, toolchain: Toolchain) -> str:
     """Everything but the sources that changes the binary."""
     flags = compile_flags(spec)
     native = cpu_identity() if any("native" in f for f in flags) else ""
-    return digest(ABI_VERSION, templates_digest(), toolchain.identity, flags,
+    from opforge import _core   # its ABI version: libraries are built for the core that loads them
+
+    return digest(_core.ABI_VERSION, templates_digest(), toolchain.identity, flags,
                   spec.extra_ldflags, spec.backend, python_abi() if spec.is_extension else "", native)
 
 
@@ -118,6 +119,13 @@ class Build:
         plan = self._plan(workdir, sup)
         write_if_changed(workdir / "build.ninja", ninja_text(plan))
         ok, log = run_ninja(workdir, self.spec.verbose)
+        if not ok and not clean and _work_folder_may_be_at_fault(log):
+            # a damaged object or ninja state left by an earlier build fails every later one:
+            # start this library's work folder afresh once before blaming the sources
+            shutil.rmtree(workdir, ignore_errors=True)
+            workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            write_if_changed(workdir / "build.ninja", ninja_text(plan))
+            ok, log = run_ninja(workdir, self.spec.verbose)
         if not ok:
             raise build_error(self.spec.name, log, "")
         headers = self._headers(plan)
@@ -160,7 +168,9 @@ class Build:
         staging = Path(tempfile.mkdtemp(prefix=f"{self.spec.name}-", dir=self.root / "tmp"))
         ext = sysconfig.get_config_var("EXT_SUFFIX") if self.spec.is_extension else ".so"
         stem = self.module_name() if self.spec.is_extension else f"{self.spec.name}_{key2[:12]}"
-        artifact = staging / f"{stem}{ext}"
+        # a name no earlier publish used: the dynamic loader keeps a library it once opened by
+        # its path, so a rebuilt entry under the old name would load the old, bad code again
+        artifact = staging / f"{stem}-{os.urandom(4).hex()}{ext}"
         shutil.copy2(built, artifact)
         manifest = {
             "format": 1, "name": self.spec.name, "key": key2, "source_key": self.key1,
@@ -180,6 +190,13 @@ class Build:
     def discard(self, entry: Entry) -> None:
         """Drops an entry that failed to load, so the next build replaces it."""
         discard(entry.path)
+
+
+def _work_folder_may_be_at_fault(log: str) -> bool:
+    """Whether a failed build may be the work folder's fault rather than the sources': ninja
+    failed on something other than compiling one source (linking, or its own state)."""
+    failed = [line[len("FAILED:"):].strip() for line in log.splitlines() if line.startswith("FAILED:")]
+    return not failed or any(not target.endswith(".o") for target in failed)
 
 
 class _lock_with_notice:

@@ -1,17 +1,19 @@
 """Loading a published entry: an op library through the C ABI, or a pybind11 extension module."""
 import os
-import stat
 
 from opforge.cache import Entry
-from opforge.errors import CacheError
+from opforge.cache.entry import file_problem
+from opforge.errors import BuildError, CacheError
 
 
 def _check_owner(entry: Entry) -> None:
-    st = os.stat(entry.artifact)
-    foreign = hasattr(os, "getuid") and st.st_uid != os.getuid()
-    if foreign or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise CacheError(f"refusing to load {entry.artifact}: it is not owned by you or others can "
-                         "write it; run `opforge cache doctor`")
+    """Checked again right before loading (the lookup checked it too, a moment earlier)."""
+    try:
+        problem = file_problem(os.lstat(entry.artifact))
+    except OSError as exc:
+        problem = f"cannot be read ({exc.strerror})"
+    if problem:
+        raise CacheError(f"refusing to load {entry.artifact}: it {problem}")
 
 
 def load_entry(entry: Entry, name: str):
@@ -27,7 +29,12 @@ def load_entry(entry: Entry, name: str):
     from opforge.builder.ops import OpLibrary
 
     _core.set_default_threads(config.num_threads())  # sizes the eager pool once per process
-    return OpLibrary(name, path, _core.load_library(path))
+    handles = _core.load_library(path)
+    if not handles:
+        raise BuildError(f"library '{name}' defines no ops: its sources ({', '.join(entry.manifest.get('sources', []))}) "
+                         "hold no OPFORGE_OP(name) definition (see opforge/op.h), nor a "
+                         "PYBIND11_MODULE(OPFORGE_EXTENSION_NAME, m) for a Python extension")
+    return OpLibrary(name, path, handles)
 
 
 def _load_extension(module_name: str, path: str):

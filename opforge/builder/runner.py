@@ -3,6 +3,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from opforge import config
@@ -25,19 +26,23 @@ def ninja_binary() -> str:
     return found
 
 
-def run_ninja(workdir: Path, verbose: bool) -> "tuple[bool, str]":
-    """Runs ninja in `workdir`; returns (succeeded, combined output)."""
+def run_ninja(workdir: Path, verbose: bool, echo: "bool | None" = None) -> "tuple[bool, str]":
+    """Runs ninja in `workdir`; returns (succeeded, combined output). `verbose` shows every
+    command and its output. `echo` prints ninja's output as it comes ([n/N] and the file being
+    compiled); by default (None) that starts once the build has taken a second, so fast builds
+    stay quiet."""
     argv = [ninja_binary(), "-C", str(workdir), f"-j{config.build_jobs()}"]
     if verbose:
         argv.append("-v")
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             errors="replace")
-    chunks = []
+    chunks, shown, started = [], 0, time.monotonic()
     for line in proc.stdout:
         chunks.append(line)
-        if verbose:
-            sys.stdout.write(line)
+        if verbose or echo or (echo is None and time.monotonic() - started > 1.0):
+            sys.stdout.write("".join(chunks[shown:]))
             sys.stdout.flush()
+            shown = len(chunks)
     proc.wait()
     return proc.returncode == 0, "".join(chunks)
 

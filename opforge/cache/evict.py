@@ -5,7 +5,8 @@ import stat
 import time
 from pathlib import Path
 
-from opforge.cache.entry import MANIFEST, discard, find_entry
+from opforge.cache.entry import MANIFEST, discard, entry_problem
+from opforge.cache.root import SUBDIRS, folder_problem
 
 STALE_SECONDS = 3600  # temporary build folders older than this belong to dead builds
 
@@ -32,43 +33,65 @@ def list_entries(root: Path) -> list:
             manifest = json.loads((path / MANIFEST).read_text())
         except (OSError, ValueError):
             manifest = {}
+        problem = entry_problem(path)
         out.append({"name": manifest.get("name", path.name), "path": path,
                     "bytes": folder_bytes(path), "created": manifest.get("created", 0.0),
-                    "last_used": path.stat().st_atime, "valid": find_entry(path) is not None})
+                    "last_used": path.stat().st_atime, "valid": problem is None, "problem": problem})
     return out
+
+
+# What each cache folder holds, for `opforge cache ls`; items of the evictable ones are removed
+# by `clean --older-than / --max-size` like library entries (each is rebuilt when needed again).
+KINDS = {"libs": "libraries", "work": "build folders", "support": "support objects and precompiled headers",
+         "inline": "inline sources", "toolchains": "compiler identities", "locks": "locks", "tmp": "builds in progress"}
+EVICTABLE = ("work", "support", "inline")
+
+
+def usage(root: Path) -> dict:
+    """Bytes by kind of content ({kind: bytes}), accounting for every file under `root`."""
+    found = {kind: folder_bytes(root / name) for name, kind in KINDS.items()}
+    listed = sum(found.values())
+    found["other"] = max(0, folder_bytes(root) - listed)
+    return found
+
+
+def _items(root: Path) -> list:
+    """Everything `clean` may remove: library entries and the evictable folders' items."""
+    items = [{"path": e["path"], "bytes": e["bytes"], "last_used": e["last_used"]} for e in list_entries(root)]
+    for name in EVICTABLE:
+        folder = root / name
+        for child in folder.iterdir() if folder.is_dir() else []:
+            if not child.name.startswith("."):
+                st = child.stat()
+                items.append({"path": child, "bytes": folder_bytes(child),
+                              "last_used": max(st.st_atime, st.st_mtime)})
+    return sorted(items, key=lambda item: item["last_used"])
 
 
 def clean(root: Path, older_than_days: "float | None" = None, max_bytes: "int | None" = None,
           everything: bool = False) -> list:
-    """Removes entries: all, those unused for `older_than_days`, or the oldest above `max_bytes`.
-
-    Work folders and stale temporary folders go too. Returns the removed paths.
-    """
-    entries = sorted(list_entries(root), key=lambda e: e["last_used"])
-    doomed = []
+    """Removes library entries, build folders, support objects (with their precompiled headers)
+    and inline sources: all of them, those unused for `older_than_days`, or the least recently
+    used above `max_bytes` in all. Stale temporary folders go too. Returns the removed paths."""
+    items = _items(root)
     now = time.time()
     if everything:
-        doomed = [e["path"] for e in entries]
+        doomed = [i["path"] for i in items]
     else:
+        doomed = []
         if older_than_days is not None:
-            doomed += [e["path"] for e in entries if now - e["last_used"] > older_than_days * 86400]
+            doomed += [i["path"] for i in items if now - i["last_used"] > older_than_days * 86400]
         if max_bytes is not None:
-            total = sum(e["bytes"] for e in entries if e["path"] not in doomed)
-            for e in entries:
+            total = sum(usage(root).values()) - sum(i["bytes"] for i in items if i["path"] in doomed)
+            for i in items:
                 if total <= max_bytes:
                     break
-                if e["path"] not in doomed:
-                    doomed.append(e["path"])
-                    total -= e["bytes"]
+                if i["path"] not in doomed:
+                    doomed.append(i["path"])
+                    total -= i["bytes"]
     for path in doomed:
         discard(path)
-    if everything:
-        for sub in ("work", "support", "inline"):
-            for child in (root / sub).iterdir() if (root / sub).is_dir() else []:
-                discard(child)
-                doomed.append(child)
-    doomed += remove_stale_temporaries(root)
-    return doomed
+    return doomed + remove_stale_temporaries(root)
 
 
 def remove_stale_temporaries(root: Path, age: float = STALE_SECONDS) -> list:
@@ -84,16 +107,19 @@ def remove_stale_temporaries(root: Path, age: float = STALE_SECONDS) -> list:
 
 
 def doctor(root: Path, fix: bool = False) -> list:
-    """Problems found in the cache, as sentences; with fix, broken entries are removed."""
+    """Problems found in the cache, as sentences, judged as loading judges them; with fix,
+    folders of ours are made private again and entries that cannot load are removed (the next
+    load rebuilds them)."""
     problems = []
-    st = root.lstat()
-    if hasattr(os, "getuid") and st.st_uid != os.getuid():
-        problems.append(f"{root} belongs to uid {st.st_uid}, not to you")
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        problems.append(f"{root} is writable by others (mode {stat.S_IMODE(st.st_mode):o})")
+    for folder in [root] + [root / name for name in SUBDIRS if (root / name).exists()]:
+        problem = folder_problem(folder)
+        if problem is None:
+            continue
+        mended = fix and folder != root and _make_private(folder)
+        problems.append(f"{folder} {problem}" + (" (made private)" if mended else ""))
     for e in list_entries(root):
         if not e["valid"]:
-            problems.append(f"entry {e['path']} is incomplete or corrupt" + (" (removed)" if fix else ""))
+            problems.append(f"entry {e['path']} cannot be loaded: {e['problem']}" + (" (removed)" if fix else ""))
             if fix:
                 discard(e["path"])
     tmp = root / "tmp"
@@ -104,3 +130,12 @@ def doctor(root: Path, fix: bool = False) -> list:
         if fix:
             remove_stale_temporaries(root)
     return problems
+
+
+def _make_private(folder: Path) -> bool:
+    """chmod 700 a plain folder of ours; False when it is not ours or not a folder."""
+    st = folder.lstat()
+    if not stat.S_ISDIR(st.st_mode) or (hasattr(os, "getuid") and st.st_uid != os.getuid()):
+        return False
+    os.chmod(folder, 0o700)
+    return True

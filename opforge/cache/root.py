@@ -10,23 +10,31 @@ SUBDIRS = ("libs", "work", "locks", "tmp", "support", "toolchains")
 _checked: set = set()
 
 
-def _check_private(path: Path) -> None:
-    """Raises CacheError unless `path` is a folder owned by us that others cannot write."""
+def folder_problem(path: Path) -> "str | None":
+    """Why `path` is not a folder owned by us that others cannot write, or None."""
     try:
         st = path.lstat()
     except OSError as exc:
-        raise CacheError(f"cannot use the opforge cache folder {path}: {exc.strerror}") from None
+        return f"cannot be read ({exc.strerror})"
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-        raise CacheError(f"the opforge cache folder {path} is not a plain folder (a link or a file); "
-                         "remove it or set OPFORGE_CACHE_DIR to a folder of your own")
+        return "is not a plain folder (a link or a file)"
     if hasattr(os, "getuid") and st.st_uid != os.getuid():
-        raise CacheError(f"the opforge cache folder {path} belongs to uid {st.st_uid}, not to you "
-                         f"(uid {os.getuid()}): loading libraries from it could run someone else's "
-                         "code; set OPFORGE_CACHE_DIR to a folder of your own")
+        return f"belongs to uid {st.st_uid}, not to you (uid {os.getuid()})"
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise CacheError(f"the opforge cache folder {path} is writable by other users "
-                         f"(mode {stat.S_IMODE(st.st_mode):o}); run `chmod 700 {path}` or set "
-                         "OPFORGE_CACHE_DIR to a private folder")
+        return f"is writable by other users (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def _check_private(path: Path, root: Path) -> None:
+    """Raises CacheError unless `path` (the root or one of its folders) is private to us:
+    loading libraries from a folder others can write could run their code."""
+    problem = folder_problem(path)
+    if problem is None:
+        return
+    fix = (f"run `chmod 700 {path}` if it is yours, or set OPFORGE_CACHE_DIR to a folder of your own"
+           if path == root else f"run `opforge cache doctor --fix` (or remove {path})")
+    raise CacheError(f"the opforge cache folder {path} {problem}: loading libraries from it "
+                     f"could run someone else's code; {fix}")
 
 
 def cache_root(create: bool = True) -> Path:
@@ -47,8 +55,12 @@ def cache_root(create: bool = True) -> Path:
         except OSError as exc:
             raise CacheError(f"cannot create the opforge cache folder {root}: {exc.strerror}; "
                              "set OPFORGE_CACHE_DIR to a writable folder") from None
-    _check_private(root)
+    _check_private(root, root)
     for name in SUBDIRS:
-        (root / name).mkdir(mode=0o700, exist_ok=True)
+        try:
+            (root / name).mkdir(mode=0o700, exist_ok=True)
+        except OSError:
+            pass   # a file or link in its place: reported just below
+        _check_private(root / name, root)
     _checked.add(root)
     return root

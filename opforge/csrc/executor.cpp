@@ -2,11 +2,11 @@
 // writing planned arena offsets; Python steps get numpy views and hand back arrays.
 #include "executor.h"
 
-#include <cstdint>
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
 
-#include "checks.h"
+#include "invoke.h"
 #include "opforge/dtype.h"
 #include "tensors.h"
 
@@ -16,32 +16,12 @@ namespace {
 
 constexpr size_t kAlign = 64;
 
-/// A failure inside the loop, turned into opforge.OpError once the GIL is held again.
-struct StepError {
-  std::string message;
-};
-
 void* aligned_bytes(int64_t n) {
-  if (n > PTRDIFF_MAX - int64_t(kAlign)) throw std::bad_alloc();
+  if (n > PTRDIFF_MAX - int64_t(kAlign)) throw std::bad_alloc();  // rounding up would wrap
   size_t size = (size_t(n > 0 ? n : 1) + kAlign - 1) / kAlign * kAlign;
   void* p = std::aligned_alloc(kAlign, size);
   if (p == nullptr) throw std::bad_alloc();
   return p;
-}
-
-/// Memory for one step: an output or its workspace; a StepError naming it when none is left.
-void* step_bytes(int64_t n, const std::string& label, const std::string& what) {
-  try {
-    return aligned_bytes(n);
-  } catch (const std::bad_alloc&) {
-    throw StepError{label + ": cannot allocate " + std::to_string(n) + " bytes for " + what};
-  }
-}
-
-int64_t nbytes_of(const opf_tensor& t) {
-  int64_t n = 0;
-  checked_nbytes(t, &n);
-  return n;
 }
 
 void set_contiguous(opf_tensor& t) {
@@ -54,10 +34,12 @@ void set_contiguous(opf_tensor& t) {
   t.device_id = 0;
 }
 
-/// The message for an exception that is not opforge's escaping a step, named after the step.
-std::string step_failure(const PlanStep* step, const std::string& kind, const std::string& what) {
-  return (step ? step->label : std::string("the plan")) + " failed: " + kind + ": " + what;
-}
+/// A failure inside the loop, raised as an opforge error once the GIL is held again.
+struct StepError {
+  std::string message;
+  bool bad_argument = false;
+  bool too_big = false;
+};
 
 }  // namespace
 
@@ -67,9 +49,33 @@ struct Plan::Slot {
   void* heap = nullptr;   // memory allocated for this run (dynamic values and graph outputs)
 };
 
+/// One run's state. Whatever way the run ends, its destructor frees the memory it took and gives
+/// the arena back, so an error at any step leaves the plan ready for the next run. It is
+/// destroyed with the GIL held (it owns Python references).
 struct Plan::Run {
+  explicit Run(Plan& plan) : plan(plan) {}
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+  ~Run() {
+    for (auto& slot : slots) std::free(slot.heap);
+    for (void* p : scratch) std::free(p);
+    if (arena) plan.give_arena(arena);
+  }
+  /// Memory for a step's required output that the graph does not read; freed after the step.
+  void* scratch_bytes(int64_t n) {
+    scratch.push_back(nullptr);
+    scratch.back() = aligned_bytes(n);
+    return scratch.back();
+  }
+  void free_scratch() {
+    for (void* p : scratch) std::free(p);
+    scratch.clear();
+  }
+
+  Plan& plan;
   std::vector<Slot> slots;
   char* arena = nullptr;
+  std::vector<void*> scratch;
   std::vector<py::object> dead;  // Python values to drop once the GIL is held
   std::vector<opf_tensor> ins, outs;  // per-step views, reused so the loop does not allocate
 };
@@ -138,20 +144,16 @@ void Plan::give_arena(char* arena) {
   free_arenas_.push_back(arena);
 }
 
-void Plan::place_output(Run& r, const PlanStep& s, size_t k, opf_tensor& meta) {
-  Slot& out = r.slots[size_t(s.outputs[k])];
-  const SlotInfo& info = slots_[size_t(s.outputs[k])];
-  const std::string problem = declared_problem(meta, false);
-  if (!problem.empty()) throw StepError{s.label + ": " + s.op->def()->name + "'s infer gave output #" +
-                                        std::to_string(k) + " " + problem};
+void Plan::place_output(Run& r, int slot, opf_tensor& meta) {
+  Slot& out = r.slots[size_t(slot)];
+  const SlotInfo& info = slots_[size_t(slot)];
   set_contiguous(meta);
-  int64_t bytes = nbytes_of(meta);
+  int64_t bytes = nbytes(meta);
   if (info.kind == SlotKind::Arena && bytes <= info.planned_bytes) {
     meta.data = r.arena + info.offset;
   } else {
     if (out.heap) std::free(out.heap);
-    out.heap = nullptr;
-    out.heap = step_bytes(bytes, s.label, "output #" + std::to_string(k) + " of shape " + shape_text(meta));
+    out.heap = aligned_bytes(bytes);
     meta.data = out.heap;
   }
   out.t = meta;
@@ -173,39 +175,33 @@ void Plan::run_native(Run& r, const PlanStep& s) {
   }
   std::vector<opf_tensor>& outs = r.outs;
   outs.resize(s.outputs.size());
-  std::memset(outs.data(), 0, sizeof(opf_tensor) * outs.size());
-  opf_infer_ctx ic{def, ins.data(), int32_t(ins.size()), s.attrs->data(), s.attrs->size(), outs.data(),
-                   int32_t(outs.size())};
-  opf_error err;
-  err.message[0] = '\0';
-  if (def->infer(&ic, &err) != 0) throw StepError{s.label + ": " + err.message};
-  for (size_t k = 0; k < outs.size(); ++k) {
-    if (s.outputs[k] >= 0) {
-      if (outs[k].dtype == OPF_UNDEFINED)
-        throw StepError{s.label + ": the node names output #" + std::to_string(k) + ", which " + def->name +
-                        " did not produce for these inputs"};
-      place_output(r, s, k, outs[k]);
+  const int32_t nin = int32_t(ins.size()), nout = int32_t(outs.size());
+  infer(def, ins.data(), nin, *s.attrs, outs.data(), nout);
+  for (int32_t k = 0; k < nout; ++k) {
+    opf_tensor& t = outs[size_t(k)];
+    if (t.dtype == OPF_UNDEFINED && s.outputs[size_t(k)] >= 0) {
+      throw StepError{s.label + ": the node names output #" + std::to_string(k) + ", which " + def->name +
+                      " did not produce for these inputs"};
+    } else if (t.dtype == OPF_UNDEFINED) {
+      t.data = nullptr;
+    } else if (s.outputs[size_t(k)] >= 0) {
+      place_output(r, s.outputs[size_t(k)], t);
+    } else if (!output_is_optional(def, k)) {  // kernels write required outputs regardless
+      set_contiguous(t);
+      t.data = r.scratch_bytes(nbytes(t));
     } else {
-      outs[k].data = nullptr;  // an output the node does not ask for
+      t.data = nullptr;
     }
   }
   void* ws = nullptr;
-  int64_t ws_bytes = 0;
-  void* ws_heap = nullptr;
-  if (def->workspace) {
-    if (def->workspace(&ic, &ws_bytes, &err) != 0) throw StepError{s.label + ": " + err.message};
-    if (ws_bytes > 0 && s.workspace_offset >= 0 && ws_bytes <= s.workspace_bytes) {
-      ws = r.arena + s.workspace_offset;
-    } else if (ws_bytes > 0) {
-      ws = ws_heap = step_bytes(ws_bytes, s.label, "its workspace");
-    }
+  int64_t ws_bytes = workspace_bytes(def, ins.data(), nin, *s.attrs);
+  if (ws_bytes > 0 && s.workspace_offset >= 0 && ws_bytes <= s.workspace_bytes) {
+    ws = r.arena + s.workspace_offset;
+  } else if (ws_bytes > 0) {
+    ws = r.scratch_bytes(ws_bytes);
   }
-  opf_compute_ctx cc{def, ins.data(), int32_t(ins.size()), s.attrs->data(), s.attrs->size(), outs.data(),
-                     int32_t(outs.size()), ws, ws_bytes, nullptr, pool_,
-                     pool_ ? &ThreadPool::entry : nullptr, pool_ ? pool_->num_threads() : 1};
-  int32_t rc = def->compute(&cc, &err);
-  if (ws_heap) std::free(ws_heap);
-  if (rc != 0) throw StepError{s.label + ": " + err.message};
+  compute(def, ins.data(), nin, *s.attrs, outs.data(), nout, ws, ws_bytes, pool_);
+  r.free_scratch();
 }
 
 void Plan::run_python(Run& r, const PlanStep& s) {
@@ -225,7 +221,7 @@ void Plan::run_python(Run& r, const PlanStep& s) {
     std::vector<py::ssize_t> shape(in.t.shape, in.t.shape + in.t.ndim);
     args.append(py::array(numpy_dtype(in.t.dtype), shape, in.t.data, no_free));
     const char* lo = static_cast<const char*>(in.t.data);
-    borrowed.emplace_back(lo, lo + nbytes_of(in.t));
+    borrowed.emplace_back(lo, lo + nbytes(in.t));
   }
   py::list results = s.fn(args);
   py::module_ np = py::module_::import("numpy");
@@ -251,7 +247,7 @@ void Plan::run_python(Run& r, const PlanStep& s) {
 
 py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const std::vector<int>& outputs,
                    py::object cancel) {
-  Run r;
+  Run r(*this);
   r.slots.resize(slots_.size());
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i].kind == SlotKind::Constant) {
@@ -265,13 +261,13 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
     if (py::isinstance<py::array>(feed.second)) slot.t = view_of(feed.second.cast<py::array>());
   }
   r.arena = arena_bytes_ > 0 ? take_arena() : nullptr;
-  std::string failure;
-  const PlanStep* current = nullptr;
+  StepError failure;
   {
-    std::unique_ptr<py::gil_scoped_release> nogil;
+    std::unique_ptr<py::gil_scoped_release> nogil;  // destroyed before `r`: the GIL is back then
+    const PlanStep* step = nullptr;
     try {
       for (const PlanStep& s : steps_) {
-        current = &s;
+        step = &s;
         if (!cancel.is_none()) {
           nogil.reset();
           if (py::bool_(cancel.attr("terminate")))
@@ -285,37 +281,41 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
           r.dead.clear();
           run_python(r, s);
         }
-        for (int slot : s.release) {
-          Slot& dead = r.slots[size_t(slot)];
-          if (dead.heap) std::free(dead.heap);
-          dead.heap = nullptr;
-          std::memset(&dead.t, 0, sizeof(opf_tensor));
-          // moving a handle changes no reference count, so this needs no GIL; the
-          // reference is dropped at the next Python step or when the run ends
-          if (dead.owner) r.dead.push_back(std::move(dead.owner));
-        }
+        release(r, s);
       }
     } catch (StepError& e) {
-      failure = e.message;
-    } catch (py::error_already_set& e) {
+      failure = std::move(e);
+    } catch (const CallError& e) {
+      failure = StepError{step->label + ": " + e.what(), e.bad_argument, e.too_big};
+    } catch (const std::bad_alloc&) {
+      failure = StepError{step->label + ": out of memory", false, true};
+    } catch (py::error_already_set& e) {  // a Python step's error: opforge's own pass unchanged
       nogil.reset();
-      if (e.matches(py::module_::import("opforge.errors").attr("OpforgeError"))) {
-        if (r.arena) give_arena(r.arena);
-        for (auto& slot : r.slots)
-          if (slot.heap) std::free(slot.heap);
-        throw;
-      }
-      failure = step_failure(current, py::str(e.type().attr("__name__")), py::str(e.value()));
+      if (e.matches(py::module_::import("opforge.errors").attr("OpforgeError"))) throw;
+      failure = StepError{(step ? step->label : std::string("the plan")) + " failed: " +
+                          std::string(py::str(e.type().attr("__name__"))) + ": " + std::string(py::str(e.value()))};
     } catch (const std::exception& e) {
-      failure = step_failure(current, "error", e.what());
+      failure = StepError{(step ? step->label : std::string("the plan")) + " failed: " + e.what()};
     }
   }
-  if (!failure.empty()) {
-    if (r.arena) give_arena(r.arena);
-    for (auto& slot : r.slots)
-      if (slot.heap) std::free(slot.heap);
-    raise_op_error(failure);
+  if (!failure.message.empty())
+    raise_call_error(CallError(failure.message, failure.bad_argument, failure.too_big));
+  return collect_outputs(r, outputs);
+}
+
+void Plan::release(Run& r, const PlanStep& s) {
+  for (int slot : s.release) {
+    Slot& dead = r.slots[size_t(slot)];
+    std::free(dead.heap);
+    dead.heap = nullptr;
+    std::memset(&dead.t, 0, sizeof(opf_tensor));
+    // moving a handle changes no reference count, so this needs no GIL; the
+    // reference is dropped at the next Python step or when the run ends
+    if (dead.owner) r.dead.push_back(std::move(dead.owner));
   }
+}
+
+py::list Plan::collect_outputs(Run& r, const std::vector<int>& outputs) {
   py::list result;
   for (int slot : outputs) {
     Slot& s = r.slots.at(size_t(slot));
@@ -329,16 +329,12 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
       result.append(py::array(numpy_dtype(s.t.dtype), shape, heap, owner));
     } else if (s.t.data != nullptr) {  // an output left in the arena: hand out a copy
       std::vector<py::ssize_t> shape(s.t.shape, s.t.shape + s.t.ndim);
-      py::array view(numpy_dtype(s.t.dtype), shape, s.t.data);
-      result.append(view);
+      result.append(py::array(numpy_dtype(s.t.dtype), shape, s.t.data));
     } else {
       result.append(py::none());
     }
   }
-  if (r.arena) give_arena(r.arena);  // after the copies above: another run may reuse it now
-  for (auto& slot : r.slots)
-    if (slot.heap) std::free(slot.heap);
-  return result;
+  return result;  // the arena goes back when `r` ends, after the copies above
 }
 
 }  // namespace opforge_core

@@ -68,7 +68,9 @@ class Plan {
 
   void run_native(Run& r, const PlanStep& s);
   void run_python(Run& r, const PlanStep& s);
-  void place_output(Run& r, const PlanStep& s, size_t k, opf_tensor& meta);
+  void release(Run& r, const PlanStep& s);
+  py::list collect_outputs(Run& r, const std::vector<int>& outputs);
+  void place_output(Run& r, int slot, opf_tensor& meta);
   char* take_arena();
   void give_arena(char* arena);
 

@@ -4,10 +4,11 @@
 #include <dlfcn.h>
 #include <pybind11/stl.h>
 
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 
-#include "checks.h"
+#include "invoke.h"
 #include "tensors.h"
 
 namespace opforge_core {
@@ -70,19 +71,6 @@ py::list params(const opf_param* ps, int32_t n) {
   return out;
 }
 
-std::string allowed_names(const opf_param& p) {
-  std::string s;
-  for (int32_t k = 0; k < p.num_dtypes; ++k) s += std::string(k ? ", " : "") + dtype_name(p.dtypes[k]);
-  return s;
-}
-
-bool dtype_allowed(const opf_param& p, int32_t dtype) {
-  if (p.num_dtypes == 0) return true;
-  for (int32_t k = 0; k < p.num_dtypes; ++k)
-    if (p.dtypes[k] == dtype) return true;
-  return false;
-}
-
 }  // namespace
 
 py::dict OpHandle::schema() const {
@@ -115,127 +103,116 @@ py::dict OpHandle::schema() const {
   return d;
 }
 
-const opf_param* OpHandle::param_for_input(size_t i) const {
-  if (def_->num_inputs == 0) return nullptr;
-  size_t last = size_t(def_->num_inputs - 1);
-  if (i <= last) return &def_->inputs[i];
-  return (def_->inputs[last].flags & OPF_PARAM_VARIADIC) ? &def_->inputs[last] : nullptr;
+[[noreturn]] void raise_call_error(const CallError& e) {
+  const char* cls = e.bad_argument ? "OpArgumentError" : e.too_big ? "OpMemoryError" : "OpError";
+  py::object type = py::module_::import("opforge.errors").attr(cls);
+  PyErr_SetString(type.ptr(), e.what());
+  throw py::error_already_set();
 }
 
 std::vector<opf_tensor> OpHandle::eager_inputs(const py::args& args, std::vector<py::array>& keep) const {
-  std::string op = def_->name;
-  size_t required = 0, fixed = size_t(def_->num_inputs);
-  bool variadic = fixed > 0 && (def_->inputs[fixed - 1].flags & OPF_PARAM_VARIADIC);
-  for (size_t i = 0; i < fixed; ++i)
-    if (!(def_->inputs[i].flags & (OPF_PARAM_OPTIONAL | OPF_PARAM_VARIADIC))) required = i + 1;
-  if (args.size() < required || (!variadic && args.size() > fixed)) {
-    std::string expect = variadic ? "at least " + std::to_string(required)
-                         : required == fixed ? std::to_string(fixed)
-                                             : std::to_string(required) + " to " + std::to_string(fixed);
-    throw py::type_error(op + "() takes " + expect + " input" + (fixed == 1 && !variadic ? "" : "s") +
-                         ", got " + std::to_string(args.size()));
-  }
   std::vector<opf_tensor> ins(args.size());
   py::module_ np;
   for (size_t i = 0; i < args.size(); ++i) {
-    const opf_param& p = *param_for_input(i);
-    if (args[i].is_none()) {
-      if (!(p.flags & OPF_PARAM_OPTIONAL))
-        throw py::type_error(op + "(): input '" + p.name + "' (#" + std::to_string(i) + ") is required, got None");
-      std::memset(&ins[i], 0, sizeof(opf_tensor));
-      continue;
-    }
+    std::memset(&ins[i], 0, sizeof(opf_tensor));
+    if (args[i].is_none()) continue;
     py::array a = as_array(args[i]);
     if (!def_->accepts_strided && !(a.flags() & py::array::c_style)) {
       if (!np) np = py::module_::import("numpy");
       a = np.attr("asarray")(a, py::arg("order") = "C");
     }
     keep.push_back(a);
-    ins[i] = view_of(a);
-    if (ins[i].dtype == OPF_UNDEFINED)
-      throw py::type_error(op + "(): input '" + p.name + "' (#" + std::to_string(i) + ") has dtype " +
+    if (dtype_code(a.dtype()) == OPF_UNDEFINED)
+      throw py::type_error(std::string(def_->name) + "(): input #" + std::to_string(i) + " has dtype " +
                            std::string(py::str(a.dtype())) + ", which ops cannot take");
-    if (!dtype_allowed(p, ins[i].dtype))
-      throw py::type_error(op + "(): input '" + p.name + "' (#" + std::to_string(i) + ") has dtype " +
-                           dtype_name(ins[i].dtype) + "; expected " + allowed_names(p));
+    ins[i] = view_of(a);
   }
   return ins;
+}
+
+py::array OpHandle::given_output(const py::list& given, int32_t k, const opf_tensor& inferred) const {
+  py::array a = given[size_t(k)].cast<py::array>();
+  opf_tensor v = view_of(a);
+  bool same = v.dtype == inferred.dtype && v.ndim == inferred.ndim;
+  for (int32_t d = 0; same && d < v.ndim; ++d) same = v.shape[d] == inferred.shape[d];
+  if (!same || !(a.flags() & py::array::c_style) || !a.writeable())
+    throw CallError(std::string(def_->name) + "(): output #" + std::to_string(k) + " given as a " +
+                        dtype_name(v.dtype) + shape_text(v) + " array; infer says " +
+                        dtype_name(inferred.dtype) + shape_text(inferred) + ", C-contiguous and writable",
+                    true);
+  return a;
 }
 
 py::object OpHandle::call(const py::args& args, const py::kwargs& kwargs) const {
   AttrPack attrs(def_, kwargs);
   std::vector<py::array> keep;
   std::vector<opf_tensor> ins = eager_inputs(args, keep);
-  int32_t nout = def_->num_outputs;
-  std::vector<opf_tensor> outs(static_cast<size_t>(nout));
-  std::memset(outs.data(), 0, sizeof(opf_tensor) * outs.size());
-  opf_infer_ctx ic{def_, ins.data(), int32_t(ins.size()), attrs.data(), attrs.size(), outs.data(), nout};
-  opf_error err;
-  err.message[0] = '\0';
-  if (def_->infer(&ic, &err) != 0) raise_op_error(err.message);
-  std::vector<py::object> results;
-  for (int32_t o = 0; o < nout; ++o) {
-    opf_tensor& t = outs[size_t(o)];
-    const opf_param& p = def_->outputs[o];
-    if (t.dtype == OPF_UNDEFINED) {
-      if (p.flags & OPF_PARAM_OPTIONAL) {
-        results.push_back(py::none());
-        continue;
-      }
-      raise_op_error(std::string(def_->name) + ": infer did not set output '" + p.name + "'");
-    }
-    const std::string problem = declared_problem(t, false);
-    if (!problem.empty())
-      raise_op_error(std::string(def_->name) + ": infer gave output '" + p.name + "' " + problem);
-    std::vector<py::ssize_t> shape(t.shape, t.shape + t.ndim);
-    py::array a(numpy_dtype(t.dtype), shape);
-    t = view_of(a);
-    results.push_back(a);
-  }
-  int64_t ws = workspace_bytes(ins, attrs);
-  std::vector<unsigned char> scratch(size_t(ws > 0 ? ws : 0) + 64);
-  void* ws_ptr = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
-  compute(ins, outs, attrs, ws > 0 ? ws_ptr : nullptr, ws, default_pool(0));
+  std::vector<bool> wanted(size_t(def_->num_outputs), true);
+  std::vector<py::object> results = invoke(ins, wanted, attrs, default_pool(0));
   if (results.size() == 1) return results[0];
   py::tuple tup(results.size());
   for (size_t i = 0; i < results.size(); ++i) tup[i] = results[i];
   return tup;
 }
 
-int64_t OpHandle::workspace_bytes(const std::vector<opf_tensor>& inputs, const AttrPack& attrs) const {
-  if (def_->workspace == nullptr) return 0;
-  opf_infer_ctx ic{def_, inputs.data(), int32_t(inputs.size()), attrs.data(), attrs.size(), nullptr, 0};
-  opf_error err;
-  err.message[0] = '\0';
-  int64_t bytes = 0;
-  if (def_->workspace(&ic, &bytes, &err) != 0) raise_op_error(err.message);
-  if (bytes < 0) raise_op_error(std::string(def_->name) + ": workspace function returned a negative size");
-  return bytes;
-}
-
-void OpHandle::compute(const std::vector<opf_tensor>& inputs, const std::vector<opf_tensor>& outputs,
-                       const AttrPack& attrs, void* workspace, int64_t ws_bytes, ThreadPool* pool) const {
-  opf_compute_ctx cc{def_, inputs.data(), int32_t(inputs.size()), attrs.data(), attrs.size(),
-                     outputs.data(), int32_t(outputs.size()), workspace, ws_bytes, nullptr, pool,
-                     pool ? &ThreadPool::entry : nullptr, pool ? pool->num_threads() : 1};
-  opf_error err;
-  err.message[0] = '\0';
-  int32_t rc;
-  {
-    py::gil_scoped_release release;
-    rc = def_->compute(&cc, &err);
-  }
-  if (rc != 0) raise_op_error(err.message);
-}
-
-py::list OpHandle::infer(const py::list& metas, const AttrPack& attrs, int num_outputs) const {
-  std::vector<opf_tensor> ins(metas.size());
-  std::vector<py::array> keep;
-  for (size_t i = 0; i < metas.size(); ++i) {
-    if (metas[i].is_none()) {
-      std::memset(&ins[i], 0, sizeof(opf_tensor));
-      continue;
+std::vector<py::object> OpHandle::invoke(const std::vector<opf_tensor>& ins, const std::vector<bool>& wanted,
+                                         const AttrPack& attrs, ThreadPool* pool, const py::list* given) const {
+  const int32_t nout = int32_t(wanted.size());
+  std::vector<opf_tensor> outs(wanted.size());
+  std::vector<py::object> results(wanted.size(), py::none());
+  std::vector<py::array> unwanted;  // required outputs nobody reads, alive until compute ends
+  int64_t ws = 0;
+  try {
+    opforge_core::infer(def_, ins.data(), int32_t(ins.size()), attrs, outs.data(), nout);
+    for (int32_t k = 0; k < nout; ++k) {
+      opf_tensor& t = outs[size_t(k)];
+      // an output the node does not ask for still gets memory unless the op declares it
+      // optional: kernels write their required outputs unconditionally
+      if (t.dtype == OPF_UNDEFINED || (!wanted[size_t(k)] && output_is_optional(def_, k))) {
+        t.data = nullptr;
+        continue;
+      }
+      std::vector<py::ssize_t> shape(t.shape, t.shape + t.ndim);
+      py::array a = given && !(*given)[size_t(k)].is_none() ? given_output(*given, k, t)
+                                                            : py::array(numpy_dtype(t.dtype), shape);
+      t = view_of(a);
+      if (wanted[size_t(k)]) {
+        results[size_t(k)] = a;
+      } else {
+        unwanted.push_back(a);
+      }
     }
+    ws = opforge_core::workspace_bytes(def_, ins.data(), int32_t(ins.size()), attrs);
+  } catch (const CallError& e) {
+    raise_call_error(e);
+  }
+  std::vector<unsigned char> scratch;
+  try {
+    if (ws > PTRDIFF_MAX - 64) throw std::bad_alloc();
+    scratch.resize(size_t(ws) + 64);
+  } catch (const std::bad_alloc&) {
+    raise_call_error(CallError(std::string(def_->name) + ": cannot allocate " + std::to_string(ws) +
+                                   " bytes of workspace", false, true));
+  }
+  void* ws_ptr = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+  try {
+    py::gil_scoped_release release;
+    opforge_core::compute(def_, ins.data(), int32_t(ins.size()), attrs, outs.data(), nout,
+                          ws > 0 ? ws_ptr : nullptr, ws, pool);
+  } catch (const CallError& e) {
+    raise_call_error(e);
+  }
+  return results;
+}
+
+namespace {
+
+/// Input views from metadata: (dtype code, shape[, value]) tuples, None for an absent input.
+std::vector<opf_tensor> metas_to_views(const py::list& metas, std::vector<py::array>& keep) {
+  std::vector<opf_tensor> ins(metas.size());
+  for (size_t i = 0; i < metas.size(); ++i) {
+    std::memset(&ins[i], 0, sizeof(opf_tensor));
+    if (metas[i].is_none()) continue;
     py::tuple m = metas[i].cast<py::tuple>();
     ins[i] = meta_of(m[0].cast<int32_t>(), m[1].cast<std::vector<int64_t>>());
     if (m.size() > 2 && !m[2].is_none()) {
@@ -244,28 +221,77 @@ py::list OpHandle::infer(const py::list& metas, const AttrPack& attrs, int num_o
       ins[i].data = const_cast<void*>(a.data());
     }
   }
-  std::vector<opf_tensor> outs(static_cast<size_t>(num_outputs));
-  std::memset(outs.data(), 0, sizeof(opf_tensor) * outs.size());
-  opf_infer_ctx ic{def_, ins.data(), int32_t(ins.size()), attrs.data(), attrs.size(), outs.data(), num_outputs};
-  opf_error err;
-  err.message[0] = '\0';
-  if (def_->infer(&ic, &err) != 0) raise_op_error(err.message);
+  return ins;
+}
+
+}  // namespace
+
+py::list OpHandle::infer(const py::list& metas, const AttrPack& attrs, int num_outputs, bool sizes_known) const {
+  std::vector<py::array> keep;
+  std::vector<opf_tensor> ins = metas_to_views(metas, keep);
+  std::vector<opf_tensor> outs(size_t(num_outputs > 0 ? num_outputs : 0));
+  try {
+    opforge_core::infer(def_, ins.data(), int32_t(ins.size()), attrs, outs.data(), int32_t(outs.size()),
+                        sizes_known ? Sizes::Known : Sizes::MaybeUnknown);
+  } catch (const CallError& e) {
+    raise_call_error(e);
+  }
   py::list result;
-  for (size_t k = 0; k < outs.size(); ++k) {
-    const opf_tensor& t = outs[k];
+  for (auto& t : outs) {
     if (t.dtype == OPF_UNDEFINED) {
       result.append(py::none());
       continue;
     }
-    // ValueError, not OpError: no other kernel would do better with these inputs
-    const std::string problem = declared_problem(t, true);
-    if (!problem.empty())
-      throw py::value_error(std::string(def_->name) + ": infer gave output #" + std::to_string(k) + " " + problem);
     py::list shape;
     for (int d = 0; d < t.ndim; ++d) shape.append(t.shape[d]);
     result.append(py::make_tuple(t.dtype, py::tuple(shape)));
   }
   return result;
+}
+
+int64_t OpHandle::workspace_size(const py::list& metas, const AttrPack& attrs) const {
+  std::vector<py::array> keep;
+  std::vector<opf_tensor> ins = metas_to_views(metas, keep);
+  try {
+    return opforge_core::workspace_bytes(def_, ins.data(), int32_t(ins.size()), attrs);
+  } catch (const CallError& e) {
+    raise_call_error(e);
+  }
+}
+
+std::vector<opf_tensor> OpHandle::runtime_inputs(const py::list& inputs, std::vector<py::array>& keep) const {
+  std::vector<opf_tensor> ins(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::memset(&ins[i], 0, sizeof(opf_tensor));
+    if (inputs[i].is_none()) continue;
+    py::array a = as_array(inputs[i]);
+    if (!(a.flags() & py::array::c_style)) a = py::module_::import("numpy").attr("ascontiguousarray")(a);
+    keep.push_back(a);
+    ins[i] = view_of(a);
+  }
+  return ins;
+}
+
+py::list OpHandle::run(const py::list& inputs, const std::vector<bool>& wanted, const AttrPack& attrs,
+                       ThreadPool* pool) const {
+  std::vector<py::array> keep;
+  std::vector<opf_tensor> ins = runtime_inputs(inputs, keep);
+  py::list out;
+  for (auto& r : invoke(ins, wanted, attrs, pool)) out.append(r);
+  return out;
+}
+
+void OpHandle::run_into(const py::list& inputs, const py::list& outputs, const AttrPack& attrs,
+                        ThreadPool* pool) const {
+  std::vector<py::array> keep;
+  std::vector<opf_tensor> ins = runtime_inputs(inputs, keep);
+  std::vector<bool> wanted(outputs.size());
+  for (size_t k = 0; k < outputs.size(); ++k) wanted[k] = !outputs[k].is_none();
+  try {
+    invoke(ins, wanted, attrs, pool, &outputs);
+  } catch (const CallError& e) {
+    raise_call_error(e);
+  }
 }
 
 }  // namespace opforge_core

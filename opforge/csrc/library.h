@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "attrs.h"
+#include "invoke.h"
 #include "opforge/abi.h"
 #include "thread_pool.h"
 
@@ -29,22 +30,30 @@ class OpHandle {
   /// Eager call: arrays in, new numpy arrays out, attributes as keyword arguments.
   py::object call(const py::args& args, const py::kwargs& kwargs) const;
 
+  /// Runtime call: arrays (or None) in; one array per output, None where `wanted` is false.
+  py::list run(const py::list& inputs, const std::vector<bool>& wanted, const AttrPack& attrs,
+               ThreadPool* pool) const;
+
+  /// Runtime call into given arrays: `outputs` holds one C-contiguous array per output (None for
+  /// an output not wanted), of the dtype and shape infer gives; an output may alias an input
+  /// where the op allows in-place. For tests and tools.
+  void run_into(const py::list& inputs, const py::list& outputs, const AttrPack& attrs, ThreadPool* pool) const;
+
   /// Shape inference: metas are (dtype, shape, value-or-None) per input, None for an absent
-  /// optional input. Returns (dtype, shape) per output, None for an output left unset. Raises
-  /// OpError when the op's infer fails, ValueError when what it declares cannot be allocated
-  /// (an unknown dtype, too many dims, a byte size that overflows).
-  py::list infer(const py::list& metas, const AttrPack& attrs, int num_outputs) const;
+  /// optional input. Returns (dtype, shape) per output, None for an output left unset. With
+  /// `sizes_known` false, sizes may be -1 (unknown), as in graph shape inference.
+  py::list infer(const py::list& metas, const AttrPack& attrs, int num_outputs, bool sizes_known) const;
 
-  /// Scratch bytes for these inputs (0 if the op declares no workspace function).
-  int64_t workspace_bytes(const std::vector<opf_tensor>& inputs, const AttrPack& attrs) const;
+  /// Scratch bytes compute asks for with inputs of these metas (0 without a workspace function).
+  int64_t workspace_size(const py::list& metas, const AttrPack& attrs) const;
 
-  /// Runs compute on prepared views; raises OpError on failure. Releases the GIL.
-  void compute(const std::vector<opf_tensor>& inputs, const std::vector<opf_tensor>& outputs,
-               const AttrPack& attrs, void* workspace, int64_t workspace_bytes, ThreadPool* pool) const;
-
- private:
-  const opf_param* param_for_input(size_t i) const;
+  private:
   std::vector<opf_tensor> eager_inputs(const py::args& args, std::vector<py::array>& keep) const;
+  /// The one call path: checked infer, outputs allocated, workspace, compute without the GIL.
+  std::vector<py::object> invoke(const std::vector<opf_tensor>& ins, const std::vector<bool>& wanted,
+                                 const AttrPack& attrs, ThreadPool* pool, const py::list* given = nullptr) const;
+  py::array given_output(const py::list& given, int32_t k, const opf_tensor& inferred) const;
+  std::vector<opf_tensor> runtime_inputs(const py::list& inputs, std::vector<py::array>& keep) const;
 
   const opf_op_def* def_;
   std::string path_;
@@ -58,5 +67,8 @@ ThreadPool* default_pool(int num_threads);
 
 /// Raises opforge.OpError with `message`.
 [[noreturn]] void raise_op_error(const std::string& message);
+
+/// Raises a CallError as opforge.OpArgumentError (bad arguments) or opforge.OpError.
+[[noreturn]] void raise_call_error(const CallError& e);
 
 }  // namespace opforge_core

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "attrs.h"
+#include "opforge/dtype.h"
 #include "executor.h"
 #include "library.h"
 #include "tensors.h"
@@ -16,6 +17,19 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "opforge's compiled core: loads op libraries and calls their ops.";
   m.attr("ABI_VERSION") = OPFORGE_ABI_VERSION;
   m.attr("MAX_DIMS") = OPF_MAX_DIMS;
+  // the tables Python shares with this core, from their one definition here
+  py::dict dtype_names;
+  for (int32_t code : {OPF_FLOAT32, OPF_UINT8, OPF_INT8, OPF_UINT16, OPF_INT16, OPF_INT32, OPF_INT64, OPF_BOOL,
+                       OPF_FLOAT16, OPF_FLOAT64, OPF_UINT32, OPF_UINT64, OPF_BFLOAT16})
+    dtype_names[py::int_(code)] = opforge::dtype_name(code);
+  m.attr("DTYPE_NAMES") = dtype_names;
+  py::dict slot_kinds;
+  slot_kinds["dynamic"] = int(SlotKind::Dynamic);
+  slot_kinds["arena"] = int(SlotKind::Arena);
+  slot_kinds["output"] = int(SlotKind::Output);
+  slot_kinds["constant"] = int(SlotKind::Constant);
+  slot_kinds["feed"] = int(SlotKind::Feed);
+  m.attr("SLOT_KINDS") = slot_kinds;
 
   py::class_<ThreadPool>(m, "ThreadPool")
       .def(py::init<int>(), py::arg("num_threads"))
@@ -32,47 +46,17 @@ PYBIND11_MODULE(_core, m) {
       .def("__call__", &OpHandle::call)
       .def("attrs", [](const OpHandle& h, const py::dict& given) { return new AttrPack(h.def(), given); },
            py::arg("given"), "Converts attribute values (name -> value) for this op; raises TypeError.")
-      .def("infer", &OpHandle::infer, py::arg("metas"), py::arg("attrs"), py::arg("num_outputs"))
-      .def(
-          "workspace_size",
-          [](const OpHandle& h, const py::list& inputs, const AttrPack& attrs) {
-            std::vector<opf_tensor> ins(inputs.size());
-            for (size_t i = 0; i < inputs.size(); ++i) {
-              if (inputs[i].is_none()) {
-                std::memset(&ins[i], 0, sizeof(opf_tensor));
-              } else {
-                ins[i] = view_of(inputs[i].cast<py::array>());
-              }
-            }
-            return h.workspace_bytes(ins, attrs);
-          },
-          py::arg("inputs"), py::arg("attrs"), "Scratch bytes the op asks for with these inputs.")
-      .def(
-          "run",
-          [](const OpHandle& h, const py::list& inputs, const py::list& outputs, const AttrPack& attrs,
-             ThreadPool* pool) {
-            // Runtime path: inputs (arrays or None) and preallocated contiguous outputs.
-            std::vector<opf_tensor> ins(inputs.size()), outs(outputs.size());
-            for (size_t i = 0; i < inputs.size(); ++i) {
-              if (inputs[i].is_none()) {
-                std::memset(&ins[i], 0, sizeof(opf_tensor));
-              } else {
-                ins[i] = view_of(inputs[i].cast<py::array>());
-              }
-            }
-            for (size_t i = 0; i < outputs.size(); ++i) {
-              if (outputs[i].is_none()) {
-                std::memset(&outs[i], 0, sizeof(opf_tensor));
-              } else {
-                outs[i] = view_of(outputs[i].cast<py::array>());
-              }
-            }
-            int64_t ws = h.workspace_bytes(ins, attrs);
-            std::vector<unsigned char> scratch(size_t(ws > 0 ? ws : 0) + 64);
-            void* p = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
-            h.compute(ins, outs, attrs, ws > 0 ? p : nullptr, ws, pool);
-          },
-          py::arg("inputs"), py::arg("outputs"), py::arg("attrs"), py::arg("pool") = nullptr);
+      .def("infer", &OpHandle::infer, py::arg("metas"), py::arg("attrs"), py::arg("num_outputs"),
+           py::arg("sizes_known") = false)
+      .def("workspace_size", &OpHandle::workspace_size, py::arg("metas"), py::arg("attrs"),
+           "Scratch bytes the op asks for with inputs of these (dtype, shape) metas.")
+      .def("invoke", &OpHandle::run, py::arg("inputs"), py::arg("wanted"), py::arg("attrs"),
+           py::arg("pool") = nullptr,
+           "Runs the op on arrays (None for absent inputs); returns one array per output, None "
+           "where `wanted` is false.")
+      .def("run", &OpHandle::run_into, py::arg("inputs"), py::arg("outputs"), py::arg("attrs"),
+           py::arg("pool") = nullptr,
+           "Runs the op into preallocated outputs (None for one not wanted), checked against infer.");
 
   py::class_<Plan>(m, "Plan", "A compiled execution plan for one input-shape signature.")
       .def(py::init<int, int64_t, ThreadPool*>(), py::arg("num_slots"), py::arg("arena_bytes"),

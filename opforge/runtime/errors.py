@@ -35,3 +35,7 @@ class FeedError(OpforgeError, ValueError):
 
 class RunCancelledError(OpforgeError, RuntimeError):
     """A run stopped because its ``RunOptions.terminate`` was set."""
+
+
+class ConfigEntryError(OpforgeError, RuntimeError):
+    """A session or run configuration entry was asked for but never set."""

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from opforge.runtime.control_flow import bind_control_flow, is_control_flow
@@ -62,6 +62,16 @@ class Dispatcher:
 
 
 @dataclass
+class Recording:
+    """What a recorded run saw, for the memory planner: each value a node produced as
+    (dtype, shape), or None for a value that is not an array; and, per step index of a native
+    kernel, the workspace bytes it asked for, or None when the call went to the reference."""
+
+    values: dict = field(default_factory=dict)
+    workspace: dict = field(default_factory=dict)
+
+
+@dataclass
 class Step:
     """One node to run: its kernel, where its inputs come from, what to free after it."""
 
@@ -97,16 +107,15 @@ class Executor:
             if name not in keep:
                 self.steps[index].frees.append(name)
 
-    def run(self, env: dict[str, Any], run_options=None, record: dict | None = None) -> list[Any]:
+    def run(self, env: dict[str, Any], run_options=None, record: Recording | None = None) -> list[Any]:
         """Run with ``env`` (graph inputs and outer-scope values by name); return the outputs.
 
-        With ``record``, each value a node produces is noted there as (dtype, shape), or None
-        for a value that is not an array (the memory planner sizes values from this).
+        With ``record``, what the memory planner needs is noted there (see Recording).
         """
         values = dict(self.graph.initializers)
         values.update(env)
         values[""] = None
-        for step in self.steps:
+        for index, step in enumerate(self.steps):
             if run_options is not None and run_options.terminate:
                 raise RunCancelledError(f"run cancelled (RunOptions.terminate) before "
                                         f"{step.node.label}")
@@ -116,14 +125,17 @@ class Executor:
                 raise GraphError(f"{step.node.label} reads {exc.args[0]!r}, which has no value "
                                  "at this point of the run") from None
             started = time.perf_counter() if self.profile is not None else 0.0
-            results = _run_kernel(step, args)
+            if record is not None and hasattr(step.kernel, "run_traced"):
+                results, record.workspace[index] = _run_kernel(step, args, step.kernel.run_traced)
+            else:
+                results = _run_kernel(step, args)
             if self.profile is not None:
                 self.profile.append((step, started, time.perf_counter() - started))
             for name, value in zip(step.outputs, results):
                 if name:
                     values[name] = value
                     if record is not None:
-                        record[name] = (value.dtype, value.shape) if hasattr(value, "dtype") else None
+                        record.values[name] = (value.dtype, value.shape) if hasattr(value, "dtype") else None
             for name in step.frees:
                 values.pop(name, None)
         return [values[name] for name in self.output_names]
@@ -133,15 +145,18 @@ class Executor:
         return [(step.node, step.kernel.provider) for step in self.steps]
 
 
-def _run_kernel(step: Step, args: list[Any]) -> list[Any]:
+def _run_kernel(step: Step, args: list[Any], call=None) -> Any:
+    """``step``'s kernel on ``args`` (through ``call`` when given: a traced run returns
+    (results, trace)), with failures raised as KernelError naming the node."""
     try:
-        results = step.kernel.run(args)
+        outcome = (call or step.kernel.run)(args)
     except (KernelError, RunCancelledError):
         raise
     except Exception as exc:
         shapes = ", ".join(_describe(v) for v in args)
         raise KernelError(f"{step.node.label} failed on {step.kernel.provider} with inputs "
                           f"({shapes}): {type(exc).__name__}: {exc}") from exc
+    results = outcome[0] if call is not None else outcome
     if len(results) < len([o for o in step.outputs if o]):
         raise KernelError(f"{step.node.label} returned {len(results)} values for "
                           f"{len(step.outputs)} outputs")
@@ -150,7 +165,7 @@ def _run_kernel(step: Step, args: list[Any]) -> list[Any]:
             raise KernelError(f"{step.node.label} made output {name!r} of shape "
                               f"{list(value.shape)}; opforge takes tensors of at most {MAX_RANK} "
                               "dimensions")
-    return results
+    return outcome
 
 
 def _describe(value: Any) -> str:

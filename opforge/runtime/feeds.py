@@ -111,3 +111,13 @@ def _mismatch(info: ValueInfo, value: Any) -> FeedError:
     got = value_type_string(value) + (f" of shape {list(shape)}" if shape is not None else "")
     return FeedError(f"input {info.name!r} expects {describe(info)}, got {got}")
 
+
+
+def as_output(value: Any) -> Any:
+    """A run's result as onnxruntime hands it out: string tensors as object arrays (never
+    numpy's fixed-width ``<U``/``S``), inside sequences too."""
+    if isinstance(value, np.ndarray):
+        return value.astype(object) if value.dtype.kind in "US" else value
+    if isinstance(value, list):
+        return [as_output(v) for v in value]
+    return value

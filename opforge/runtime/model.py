@@ -1,6 +1,7 @@
 """Loading an ONNX model from a path, bytes or a ModelProto, with checked external data."""
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import NamedTuple, Union
@@ -11,6 +12,8 @@ from google.protobuf.message import DecodeError
 from opforge.runtime.errors import ModelLoadError
 
 ModelSource = Union[str, os.PathLike, bytes, bytearray, memoryview, onnx.ModelProto]
+
+logger = logging.getLogger("opforge.runtime")
 
 # Domains whose operator sets come from the onnx package itself.
 _STANDARD_DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview.training")
@@ -35,6 +38,8 @@ def load_model(source: ModelSource, base_dir: str | os.PathLike | None = None) -
     if base_dir is not None:
         folder = Path(base_dir)
     opsets = check_model(proto, origin)
+    if not any(entry.domain in ("", "ai.onnx") for entry in proto.opset_import):
+        proto.opset_import.add(domain="", version=opsets[""])   # what shape inference reads too
     load_external_data(proto, folder, origin)
     return LoadedModel(proto, opsets, folder)
 
@@ -84,7 +89,10 @@ def check_model(proto: onnx.ModelProto, origin: str) -> dict[str, int]:
 
 
 def opset_map(imports, origin: str) -> dict[str, int]:
-    """``{domain: version}`` from OperatorSetIdProtos, with "ai.onnx" read as ""."""
+    """``{domain: version}`` from OperatorSetIdProtos, with "ai.onnx" read as "".
+
+    A model that does not import the default domain gets the newest opset this runtime knows,
+    as onnxruntime does (not opset 1)."""
     if not imports:
         raise ModelLoadError(f"{origin} imports no operator set (opset_import is empty)")
     newest = onnx.defs.onnx_opset_version()
@@ -98,6 +106,10 @@ def opset_map(imports, origin: str) -> dict[str, int]:
             raise ModelLoadError(f"{origin} imports ai.onnx opset {entry.version}; "
                                  f"this runtime supports 1 to {newest}")
         opsets[domain] = entry.version
+    if "" not in opsets:
+        logger.warning("%s does not import the ai.onnx domain; its standard ops are read at the "
+                       "newest opset, %d", origin, newest)
+        opsets[""] = newest
     return opsets
 
 
@@ -107,27 +119,39 @@ def _all_tensors(graph: onnx.GraphProto):
     for sparse in graph.sparse_initializer:
         yield sparse.values
         yield sparse.indices
-    for node in graph.node:
+    yield from _node_tensors(graph.node)
+
+
+def _node_tensors(nodes):
+    """Every TensorProto in the attributes of ``nodes`` and of the subgraphs they hold."""
+    for node in nodes:
         for attr in node.attribute:
             if attr.HasField("t"):
                 yield attr.t
             yield from attr.tensors
+            if attr.HasField("sparse_tensor"):
+                yield attr.sparse_tensor.values
+                yield attr.sparse_tensor.indices
             if attr.HasField("g"):
                 yield from _all_tensors(attr.g)
             for sub in attr.graphs:
                 yield from _all_tensors(sub)
 
 
-def load_external_data(proto: onnx.ModelProto, folder: Path | None, origin: str) -> None:
-    """Read every externally stored tensor into ``raw_data``; paths may not leave ``folder``."""
-    tensors = [t for t in _all_tensors(proto.graph)
-               if t.data_location == onnx.TensorProto.EXTERNAL]
+def model_tensors(proto: onnx.ModelProto):
+    """Every TensorProto of the model: its graph's, and those inside its local functions."""
+    yield from _all_tensors(proto.graph)
     for function in proto.functions:
-        for node in function.node:
-            tensors.extend(a.t for a in node.attribute
-                           if a.HasField("t") and a.t.data_location == onnx.TensorProto.EXTERNAL)
-    for tensor in tensors:
-        _load_tensor_data(tensor, folder, origin)
+        yield from _node_tensors(function.node)
+
+
+def load_external_data(proto: onnx.ModelProto, folder: Path | None, origin: str) -> None:
+    """Read every externally stored tensor into ``raw_data``; paths may not leave ``folder``.
+
+    Every tensor goes through the same check, wherever it sits: graph, subgraph or function."""
+    for tensor in model_tensors(proto):
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            _load_tensor_data(tensor, folder, origin)
 
 
 def _load_tensor_data(tensor: onnx.TensorProto, folder: Path | None, origin: str) -> None:

@@ -1,25 +1,40 @@
-"""opforge's built-in CPU kernels: the C++ sources in ops/cpu, built by opforge's own builder.
+"""opforge's built-in CPU kernels: the C++ sources in ops/cpu, on the same op contract as user ops.
 
-They are written on the same op contract as user ops (opforge/op.h) and link OpenBLAS from the
-scipy-openblas32 wheel for Gemm, MatMul and Conv.
+They link OpenBLAS from the scipy-openblas32 wheel for Gemm, MatMul and Conv. `pip install`
+compiles them once, for the installing machine (`build_prebuilt`, called by setup.py), into a
+library that ships inside the package, so the first session starts at once and `opforge cache
+clean` never removes them. Where that library is missing, or no longer matches the sources or
+the CPU (an edited kernel, a package copied to another machine), they are built on first use
+into the user's cache, as a user's op library is.
+
+This module imports nothing from opforge at load time: setup.py runs it before opforge (and its
+dependencies) can be imported.
 """
+import hashlib
+import json
+import os
 from pathlib import Path
 
 KERNEL_DIR = Path(__file__).resolve().parent / "ops" / "cpu"
+TEMPLATES = KERNEL_DIR.parents[2] / "templates"
 LIBRARY_NAME = "opforge_cpu_kernels"
+PREBUILT = KERNEL_DIR / f"lib{LIBRARY_NAME}.so"
+STAMP = KERNEL_DIR / f"lib{LIBRARY_NAME}.json"
+KERNEL_CFLAGS = ["-O3", "-march=native", "-fno-math-errno"]
 _loaded: dict = {}
 
 
-def blas_flags() -> "tuple[list, list]":
-    """(compile flags, link flags) for OpenBLAS from the scipy-openblas32 wheel."""
+def blas_flags(rpath: bool = True) -> "tuple[list, list]":
+    """(compile flags, link flags) for OpenBLAS from the scipy-openblas32 wheel. Without
+    ``rpath`` the library finds OpenBLAS by its soname, preloaded by `_preload_blas`."""
     try:
         import scipy_openblas32 as blas
     except ImportError:
         raise ImportError("opforge's CPU kernels need OpenBLAS: pip install scipy-openblas32 "
                           "(a dependency of opforge)") from None
     lib_dir = blas.get_lib_dir()
-    return ([f"-I{blas.get_include_dir()}"],
-            [f"-L{lib_dir}", f"-l{blas.get_library()}", f"-Wl,-rpath,{lib_dir}"])
+    link = [f"-L{lib_dir}", f"-l{blas.get_library()}"] + ([f"-Wl,-rpath,{lib_dir}"] if rpath else [])
+    return [f"-I{blas.get_include_dir()}"], link
 
 
 def kernel_sources(files=None) -> list:
@@ -29,18 +44,95 @@ def kernel_sources(files=None) -> list:
     return sorted(KERNEL_DIR.glob("*.cpp"))
 
 
-def cpu_kernels(files=None):
-    """The built-in kernel library (an OpLibrary), built on first use and cached.
+def inputs_digest() -> str:
+    """A digest of everything the kernel library is compiled from: its sources and headers and
+    the op headers and support source opforge ships (the prebuilt library must match them)."""
+    h = hashlib.sha256()
+    files = sorted(p for p in KERNEL_DIR.iterdir() if p.suffix in (".cpp", ".h"))
+    files += sorted(p for p in TEMPLATES.rglob("*") if p.is_file())
+    for path in files:
+        h.update(str(path.relative_to(KERNEL_DIR.parents[2])).encode())
+        h.update(path.read_bytes())
+    h.update(" ".join(KERNEL_CFLAGS).encode())
+    return h.hexdigest()
 
-    `files` restricts the build to some sources (for developing one kernel family).
-    """
+
+def cpu_kernels(files=None):
+    """The built-in kernel library (an OpLibrary): the prebuilt one when it is current, else
+    built on first use and cached. `files` restricts the build to some sources (for developing
+    one kernel family); set OPFORGE_PREBUILT_KERNELS=0 to always build from the sources."""
     key = tuple(files or ())
     if key not in _loaded:
-        from opforge.builder import CustomOpBuilder
-
-        cflags, ldflags = blas_flags()
-        name = LIBRARY_NAME if not files else f"{LIBRARY_NAME}_part"
-        _loaded[key] = CustomOpBuilder(
-            name, kernel_sources(files), extra_cflags=["-O3", "-march=native", "-fno-math-errno"] + cflags,
-            extra_ldflags=ldflags, extra_include_paths=[KERNEL_DIR]).load()
+        _loaded[key] = _load_prebuilt() if not files and _prebuilt_is_current() else _build(files)
     return _loaded[key]
+
+
+def _build(files):
+    from opforge.builder import CustomOpBuilder
+
+    cflags, ldflags = blas_flags()
+    name = LIBRARY_NAME if not files else f"{LIBRARY_NAME}_part"
+    return CustomOpBuilder(name, kernel_sources(files), extra_cflags=KERNEL_CFLAGS + cflags,
+                           extra_ldflags=ldflags, extra_include_paths=[KERNEL_DIR]).load()
+
+
+def _prebuilt_is_current() -> bool:
+    from opforge import config
+    from opforge.builder.toolchain import cpu_identity
+
+    if not config.prebuilt_kernels() or not PREBUILT.is_file():
+        return False
+    try:
+        stamp = json.loads(STAMP.read_text())
+    except (OSError, ValueError):
+        return False
+    return stamp.get("inputs") == inputs_digest() and stamp.get("cpu") == cpu_identity()
+
+
+def _load_prebuilt():
+    from opforge import _core, config
+    from opforge.builder.ops import OpLibrary
+
+    _preload_blas()
+    _core.set_default_threads(config.num_threads())
+    return OpLibrary(LIBRARY_NAME, str(PREBUILT), _core.load_library(str(PREBUILT)))
+
+
+def _preload_blas() -> None:
+    """Loads OpenBLAS globally, so the prebuilt library (linked without a path to it: the one it
+    was linked against lived in pip's temporary build environment) finds it by its soname."""
+    import ctypes
+
+    import scipy_openblas32 as blas
+
+    path = os.path.join(blas.get_lib_dir(), f"lib{blas.get_library()}.so")
+    ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+
+
+def build_prebuilt(work: Path, verbose: bool = False) -> Path:
+    """Compiles the kernel library into the package (PREBUILT, with its STAMP), using ninja in
+    the folder `work`. Called by setup.py at install; raises RuntimeError if the build fails."""
+    from opforge.builder.ninja_file import NinjaPlan, ninja_text
+    from opforge.builder.runner import run_ninja
+    from opforge.builder.spec import BASE_CFLAGS
+    from opforge.builder.toolchain import cpu_identity
+
+    work = Path(work).absolute()
+    (work / "obj").mkdir(parents=True, exist_ok=True)
+    blas_cflags, blas_ldflags = blas_flags(rpath=False)
+    cflags = (*BASE_CFLAGS, *KERNEL_CFLAGS, f"-I{TEMPLATES}", f"-I{KERNEL_DIR}", *blas_cflags)
+    sources = kernel_sources() + [TEMPLATES / "src" / "opforge_support.cpp"]
+    compiles = tuple((str(work / "obj" / f"{src.stem}.o"), str(src)) for src in sources)
+    output = work / PREBUILT.name
+    plan = NinjaPlan(tuple(os.environ.get("CXX", "c++").split()), cflags, ("-shared", *blas_ldflags),
+                     compiles, (), str(output))
+    (work / "build.ninja").write_text(ninja_text(plan))
+    ok, log = run_ninja(work, verbose, echo=True)   # [n/N] progress, shown by `pip install -v`
+    if not ok:
+        raise RuntimeError(f"building opforge's CPU kernels failed:\n{log[-5000:]}")
+    tmp = PREBUILT.with_name(PREBUILT.name + ".tmp")
+    tmp.write_bytes(output.read_bytes())
+    os.replace(tmp, PREBUILT)
+    STAMP.write_text(json.dumps({"inputs": inputs_digest(), "cpu": cpu_identity(),
+                                 "cflags": list(cflags)}, indent=1))
+    return PREBUILT

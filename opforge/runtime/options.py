@@ -4,6 +4,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from opforge.runtime.errors import ConfigEntryError
+
 
 class GraphOptimizationLevel(enum.IntEnum):
     """How much the graph is rewritten before it runs (values as in onnxruntime)."""
@@ -21,8 +23,26 @@ class ExecutionMode(enum.IntEnum):
     ORT_PARALLEL = 1
 
 
+class _ConfigEntries:
+    """onnxruntime's free-form "key": "value" configuration entries of an options object."""
+
+    def _entries(self) -> dict:
+        if "_config_entries" not in self.__dict__:
+            self.__dict__["_config_entries"] = {}
+        return self.__dict__["_config_entries"]
+
+    def _add_entry(self, key: str, value: str) -> None:
+        self._entries()[str(key)] = str(value)
+
+    def _get_entry(self, key: str, kind: str) -> str:
+        try:
+            return self._entries()[key]
+        except KeyError:
+            raise ConfigEntryError(f"{kind} does not have configuration with key: {key}") from None
+
+
 @dataclass
-class SessionOptions:
+class SessionOptions(_ConfigEntries):
     """Options fixed when a session is created.
 
     ``optimized_model_filepath``: where to save the graph after its passes ("" for nowhere).
@@ -43,10 +63,22 @@ class SessionOptions:
     disable_reference_fallback: bool = False
     enable_mem_pattern: bool = True
     """Compile a plan per input-shape signature: one arena, native kernels in a C++ loop."""
+    plan_cache_size: int = 32
+    """Compiled plans kept per session, the least recently used dropped first (each holds an
+    arena per concurrent run; a model fed many shapes would otherwise grow without bound)."""
+
+    def add_session_config_entry(self, key: str, value: str) -> None:
+        """Sets a session configuration entry (onnxruntime's free-form "key": "value" options;
+        opforge keeps them for the caller and reads none yet)."""
+        self._add_entry(key, value)
+
+    def get_session_config_entry(self, key: str) -> str:
+        """A session configuration entry; ConfigEntryError (a RuntimeError) when it was never set."""
+        return self._get_entry(key, "SessionOptions")
 
 
 @dataclass
-class RunOptions:
+class RunOptions(_ConfigEntries):
     """Options for one ``run``; setting ``terminate`` (from another thread) stops the run
     before its next node with RunCancelledError."""
 
@@ -55,3 +87,11 @@ class RunOptions:
     log_verbosity_level: int = 0
     logid: str = ""
     only_execute_path_to_fetches: bool = False
+
+    def add_run_config_entry(self, key: str, value: str) -> None:
+        """Sets a run configuration entry (onnxruntime's free-form "key": "value" options)."""
+        self._add_entry(key, value)
+
+    def get_run_config_entry(self, key: str) -> str:
+        """A run configuration entry; ConfigEntryError (a RuntimeError) when it was never set."""
+        return self._get_entry(key, "RunOptions")

@@ -9,18 +9,19 @@ plan (a data-dependent shape) gets memory of its own, so a plan is never wrong, 
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
 
 from opforge import _core
 from opforge.runtime import memory
-from opforge.runtime.executor import Executor, _run_kernel
-from opforge.runtime.providers.native import NativeKernel
+from opforge.runtime.executor import Executor, Recording, _run_kernel
 
 logger = logging.getLogger("opforge.runtime")
 
-ARENA, OUTPUT, CONSTANT, FEED, DYNAMIC = 1, 2, 3, 4, 0
+ARENA, OUTPUT = _core.SLOT_KINDS["arena"], _core.SLOT_KINDS["output"]
 
 
 def signature(env: dict) -> tuple:
@@ -48,34 +49,35 @@ class CompiledPlan:
         return f"{self.core.num_steps} steps\n{self.memory.dump()}"
 
 
-def _is_native(step) -> bool:
-    return isinstance(step.kernel, NativeKernel) and step.kernel.fallback is None
+def _native_steps(record: Recording) -> dict:
+    """{step index: workspace bytes} of the steps whose recorded call ran a native kernel."""
+    return {index: ws for index, ws in record.workspace.items() if ws is not None}
 
 
-def _sizes(executor: Executor, record: dict) -> dict:
+def _sizes(executor: Executor, record: Recording, native: dict) -> dict:
     """Bytes of every value a native kernel writes (others live in Python objects)."""
     sizes = {}
-    for step in executor.steps:
-        if _is_native(step):
-            for name in step.outputs:
-                info = record.get(name)
-                if name and info is not None:
-                    sizes[name] = int(np.prod(info[1], dtype=np.int64)) * np.dtype(info[0]).itemsize
+    for index in native:
+        for name in executor.steps[index].outputs:
+            info = record.values.get(name)
+            if name and info is not None:
+                sizes[name] = int(np.prod(info[1], dtype=np.int64)) * np.dtype(info[0]).itemsize
     return sizes
 
 
-def plan_memory(executor: Executor, record: dict, external: set) -> memory.MemoryPlan:
+def plan_memory(executor: Executor, record: Recording, external: set) -> memory.MemoryPlan:
     """The arena layout for the recorded run."""
+    native = _native_steps(record)
     steps = []
-    for step in executor.steps:
-        native = _is_native(step)
+    for index, step in enumerate(executor.steps):
+        is_native = index in native
         steps.append(memory.PlanStep(
             step.node.name or step.node.outputs[0], list(step.inputs), list(step.outputs),
-            list(step.kernel.inplace) if native else [], step.kernel.workspace if native else 0))
-    return memory.plan_memory(steps, _sizes(executor, record), external)
+            list(step.kernel.inplace) if is_native else [], native.get(index, 0)))
+    return memory.plan_memory(steps, _sizes(executor, record, native), external)
 
 
-def compile_plan(executor: Executor, record: dict, env: dict, pool) -> CompiledPlan:
+def compile_plan(executor: Executor, record: Recording, env: dict, pool) -> CompiledPlan:
     """Builds the `_core.Plan` for the signature `record` was taken with."""
     graph = executor.graph
     names = list(dict.fromkeys(list(env) + list(graph.initializers) +
@@ -94,16 +96,17 @@ def compile_plan(executor: Executor, record: dict, env: dict, pool) -> CompiledP
     for name in outputs:
         if name in slots and name not in env and name not in graph.initializers:
             core.set_slot(slots[name], OUTPUT, -1, 0)
+    native = _native_steps(record)
     for index, step in enumerate(executor.steps):
-        _add_step(core, step, slots, mem, index)
+        _add_step(core, step, slots, mem, index, index in native)
     return CompiledPlan(core, slots, outputs, mem)
 
 
-def _add_step(core, step, slots: dict, mem: memory.MemoryPlan, index: int) -> None:
+def _add_step(core, step, slots: dict, mem: memory.MemoryPlan, index: int, native: bool) -> None:
     ins = [slots[n] if n else -1 for n in step.inputs]
     outs = [slots[n] if n else -1 for n in step.outputs]
     release = [slots[n] for n in step.frees if n in slots]
-    if _is_native(step):
+    if native:
         ws = mem.blocks.get(mem.workspace_name(index))
         core.add_native(step.node.label, step.kernel.handle, step.kernel.attrs, ins, outs, release,
                         ws.offset if ws else -1, ws.size if ws else 0)
@@ -113,31 +116,74 @@ def _add_step(core, step, slots: dict, mem: memory.MemoryPlan, index: int) -> No
 
 
 class PlannedExecutor:
-    """Runs an Executor's graph, through a compiled plan per input signature once recorded."""
+    """Runs an Executor's graph, through a compiled plan per input signature once recorded.
 
-    def __init__(self, executor: Executor, pool, enabled: bool = True):
+    Plans live in a bounded LRU cache shared by every thread running the session; the lock
+    guards only the cache itself. A signature whose plan failed to compile runs on the Python
+    executor and is tried again after 1, 2, 4, ... further runs (up to every 64th)."""
+
+    def __init__(self, executor: Executor, pool, enabled: bool = True, capacity: int = 32):
         self.executor, self.pool, self.enabled = executor, pool, enabled
-        self.plans: dict = {}
+        self.capacity = max(1, capacity)
+        self._plans: OrderedDict = OrderedDict()   # signature -> CompiledPlan or _Failure
+        self._lock = threading.Lock()
 
     def run(self, env: dict, run_options=None) -> list:
         if not self.enabled:
             return self.executor.run(env, run_options)
         key = signature(env)
-        plan = self.plans.get(key)
-        if plan:
-            return plan.run(env, run_options)
-        if plan is False:
+        entry = self._get(key)
+        if isinstance(entry, CompiledPlan):
+            return entry.run(env, run_options)
+        if isinstance(entry, _Failure) and not entry.due():
             return self.executor.run(env, run_options)
-        record: dict = {}
+        record = Recording()
         outputs = self.executor.run(env, run_options, record=record)
         try:
-            self.plans[key] = compile_plan(self.executor, record, env, self.pool)
+            self._put(key, compile_plan(self.executor, record, env, self.pool))
         except Exception as exc:  # a plan is an optimisation: without one, runs stay correct
-            logger.warning("no execution plan for this input signature (%s: %s); its runs stay "
-                           "on the Python executor", type(exc).__name__, exc)
-            self.plans[key] = False
+            failure = entry.next() if isinstance(entry, _Failure) else _Failure()
+            logger.warning("no execution plan for this input signature (%s: %s); its runs stay on "
+                           "the Python executor, next try in %d runs", type(exc).__name__, exc,
+                           failure.wait)
+            self._put(key, failure)
         return outputs
 
     def plan_for(self, env: dict) -> "CompiledPlan | None":
-        """The compiled plan of `env`'s signature, if a run with it has happened."""
-        return self.plans.get(signature(env)) or None
+        """The compiled plan of `env`'s signature, if a run with it has made one."""
+        entry = self._get(signature(env))
+        return entry if isinstance(entry, CompiledPlan) else None
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+    def _get(self, key):
+        with self._lock:
+            entry = self._plans.get(key)
+            if entry is not None:
+                self._plans.move_to_end(key)
+            return entry
+
+    def _put(self, key, entry) -> None:
+        with self._lock:
+            self._plans[key] = entry
+            self._plans.move_to_end(key)
+            while len(self._plans) > self.capacity:
+                self._plans.popitem(last=False)
+
+
+class _Failure:
+    """A signature whose plan did not compile: how many runs to wait before trying again."""
+
+    def __init__(self, wait: int = 1):
+        self.wait, self._runs = wait, 0
+        self._lock = threading.Lock()
+
+    def due(self) -> bool:
+        """Counts a run; true once ``wait`` runs have passed since the failure."""
+        with self._lock:
+            self._runs += 1
+            return self._runs > self.wait
+
+    def next(self) -> "_Failure":
+        return _Failure(min(self.wait * 2, 64))

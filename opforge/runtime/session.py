@@ -16,7 +16,7 @@ from opforge.runtime import ops as _ops  # noqa: F401  (registers the built-in P
 from opforge.runtime import providers as _providers  # noqa: F401  (registers the reference kernels)
 from opforge.runtime.errors import FeedError
 from opforge.runtime.executor import Dispatcher, Executor
-from opforge.runtime.feeds import check_feeds
+from opforge.runtime.feeds import as_output, check_feeds
 from opforge.runtime.functions import inline_local_functions
 from opforge.runtime.graph import Graph, ValueInfo, build_graph, sort_graph
 from opforge.runtime.mapping import apply_mappings
@@ -25,6 +25,7 @@ from opforge.runtime.options import RunOptions, SessionOptions
 from opforge.runtime.passes import PassContext, run_passes
 from opforge.runtime.plan import PlannedExecutor
 from opforge.runtime.providers.native import register_library
+from opforge.runtime.session_extras import SessionExtras
 from opforge.runtime.registry import CPU, PROVIDERS, REFERENCE, KernelRegistry, default_registry
 from opforge.runtime.shapes import InferredTypes, infer_types
 from opforge.runtime.validation import check_graph
@@ -54,7 +55,7 @@ class ModelMetadata:
     custom_metadata_map: dict[str, str] = field(default_factory=dict)
 
 
-class InferenceSession:
+class InferenceSession(SessionExtras):
     """Load a model once, then ``run`` it many times; a drop-in for onnxruntime's session.
 
     ``path_or_bytes``: a model path, its bytes, or an onnx.ModelProto. ``providers``: names (or
@@ -69,6 +70,7 @@ class InferenceSession:
                  providers: Sequence[Any] | None = None,
                  provider_options: Sequence[dict] | None = None,
                  custom_ops: Sequence[Any] | None = None, **kwargs: Any):
+        self._source, self._custom_ops_given, self._kwargs = path_or_bytes, custom_ops, kwargs
         self._sess_options = sess_options or SessionOptions()
         self._providers, self._provider_options = _provider_list(
             providers, provider_options, self._sess_options.disable_reference_fallback)
@@ -85,12 +87,15 @@ class InferenceSession:
         self._optimize(graph)
         self._executor = Executor(graph, self.dispatcher.bind)
         profiling = self._sess_options.enable_profiling
+        self._profile_start_ns = 0
         if profiling:
             self._executor.profile = []
             self._profile_start = time.perf_counter()
+            self._profile_start_ns = time.time_ns()
         # profiling times each node on the Python executor, so it bypasses the compiled plans
         self._runner = PlannedExecutor(self._executor, self._pool,
-                                       self._sess_options.enable_mem_pattern and not profiling)
+                                       self._sess_options.enable_mem_pattern and not profiling,
+                                       self._sess_options.plan_cache_size)
         self._report_fallback()
 
     def _kernel_registry(self) -> KernelRegistry:
@@ -141,7 +146,7 @@ class InferenceSession:
                 raise FeedError(f"unknown output {name!r}; the model's outputs are {sorted(known)}")
         env = check_feeds(input_feed, self._required, self._overridable)
         values = dict(zip(self._executor.output_names, self._runner.run(env, run_options)))
-        return [values[name] for name in names]
+        return [as_output(values[name]) for name in names]
 
     def get_inputs(self) -> list[NodeArg]:
         """The inputs a caller must feed (initializers that are also inputs left out)."""

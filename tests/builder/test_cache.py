@@ -1,6 +1,7 @@
 """The cache: warm loads without compiling, rebuilds on edits, integrity, and a safe root."""
 import json
 import os
+import shutil
 import stat
 import textwrap
 
@@ -192,3 +193,102 @@ def test_cli_cache_commands(cache_dir, tmp_path):
     load(write_op(tmp_path / "src"))
     assert main(["cache", "clean", "--all"]) == 0
     assert entry_dirs(cache_dir) == []
+
+
+def load_in_fresh_process(src):
+    """Loads the affine op in a new interpreter; returns the completed process."""
+    return run_python(f"""
+        import numpy as np, opforge
+        lib = opforge.CustomOpBuilder("affine", [{str(src)!r}], extra_include_paths=[{str(src.parent)!r}]).load()
+        print(lib.affine(np.ones(1, np.float32)).tolist())
+    """)
+
+
+def test_doctor_and_load_agree_on_an_unsafe_artifact_which_heals(cache_dir, tmp_path, capsys):
+    from opforge.cli import main
+
+    src = write_op(tmp_path / "src")
+    load(src)
+    (entry,) = entry_dirs(cache_dir)
+    artifact = entry / json.loads((entry / "manifest.json").read_text())["artifact"]
+    artifact.chmod(0o775)
+    assert main(["cache", "doctor"]) == 1
+    assert "writable by other users" in capsys.readouterr().out
+    proc = load_in_fresh_process(src)
+    assert proc.returncode == 0, proc.stderr
+    assert "building 'affine'" in proc.stdout and proc.stdout.strip().endswith("[2.0]")
+    assert main(["cache", "doctor"]) == 0
+
+
+def test_a_damaged_object_file_in_the_work_folder_heals(cache_dir, tmp_path):
+    src = write_op(tmp_path / "src")
+    load(src)
+    (obj,) = list((cache_dir / "work").glob("affine-*/obj/*.o"))
+    obj.write_bytes(b"\0" * 64)     # newer than the library: ninja relinks with it
+    for entry in entry_dirs(cache_dir):
+        shutil.rmtree(entry)
+    proc = load_in_fresh_process(src)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("[2.0]")
+
+
+def test_a_rebuilt_entry_loads_from_a_new_path_in_the_same_process(cache_dir, tmp_path):
+    """The dynamic loader keeps a library it opened by its path: a rebuilt entry must not reuse
+    the discarded one's file name, or the old code would be loaded again."""
+    src = write_op(tmp_path / "src")
+    first = load(src)
+    (entry,) = entry_dirs(cache_dir)
+    old_name = json.loads((entry / "manifest.json").read_text())["artifact"]
+    shutil.rmtree(entry)
+    second = load(src)
+    (entry,) = entry_dirs(cache_dir)
+    assert json.loads((entry / "manifest.json").read_text())["artifact"] != old_name
+    assert second.affine(np.ones(1, np.float32)).tolist() == [2.0]
+    assert first is not second
+
+
+def test_a_manifest_pointing_outside_its_entry_is_not_followed(cache_dir, tmp_path, capsys):
+    from opforge.cli import main
+
+    src = write_op(tmp_path / "src")
+    load(src)
+    (entry,) = entry_dirs(cache_dir)
+    manifest = json.loads((entry / "manifest.json").read_text())
+    planted = tmp_path / "planted.so"
+    planted.write_bytes((entry / manifest["artifact"]).read_bytes())
+    manifest["artifact"] = os.path.relpath(planted, entry)
+    (entry / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["cache", "doctor"]) == 1
+    assert "not a file inside the entry" in capsys.readouterr().out
+    proc = load_in_fresh_process(src)
+    assert proc.returncode == 0, proc.stderr
+    assert "building 'affine'" in proc.stdout
+
+
+def test_a_cache_subfolder_others_can_write_is_refused_until_doctor_mends_it(cache_dir, tmp_path):
+    from opforge.cli import main
+
+    cache_dir.mkdir(mode=0o700)
+    (cache_dir / "libs").mkdir()
+    (cache_dir / "libs").chmod(0o777)
+    with pytest.raises(CacheError, match=r"libs is writable by other users.*opforge cache doctor --fix"):
+        load(write_op(tmp_path / "src"))
+    assert main(["cache", "doctor"]) == 1
+    assert main(["cache", "doctor", "--fix"]) == 0
+    assert stat.S_IMODE((cache_dir / "libs").stat().st_mode) == 0o700
+    assert load(write_op(tmp_path / "src")).affine(np.ones(1, np.float32)).tolist() == [2.0]
+
+
+def test_a_folder_where_a_lock_file_belongs_is_cleared(cache_dir, tmp_path):
+    src = write_op(tmp_path / "src")
+    load(src)
+    locks = [p for p in (cache_dir / "locks").iterdir() if p.name.startswith("affine-")]
+    assert locks
+    for lock in locks:
+        lock.unlink()
+        lock.mkdir()
+    for entry in entry_dirs(cache_dir):
+        shutil.rmtree(entry)
+    proc = load_in_fresh_process(src)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("[2.0]")

@@ -107,3 +107,12 @@ def test_depfile_parsing(tmp_path):
 def test_build_error_falls_back_to_the_log_tail():
     err = build_error("lib", "ninja: something odd happened\n", "cmd")
     assert "something odd happened" in str(err) and err.command == "cmd"
+
+
+def test_opforge_verbose_prints_the_compiler_commands(cache_dir, tmp_path, capsys, monkeypatch):
+    src = tmp_path / "quiet.cpp"
+    src.write_text(BROKEN.replace("undefined_name", "1.0f"))
+    monkeypatch.setenv("OPFORGE_VERBOSE", "1")
+    opforge.CustomOpBuilder("quiet", [src]).load()
+    out = capsys.readouterr().out
+    assert f"-c {src}" in out and "-shared" in out   # ninja -v: every command as run

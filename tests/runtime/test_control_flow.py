@@ -1,4 +1,5 @@
-"""If, Loop and Scan with subgraphs reading outer-scope values, compared with onnxruntime."""
+"""If, Loop, Scan and SequenceMap with subgraphs reading outer-scope values, compared with onnxruntime
+where it has the op."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -103,3 +104,16 @@ def test_scan_reads_outer_values_with_axes_and_directions(attrs):
 def test_control_flow_runs_on_the_executor_not_the_reference():
     providers = {op: provider for _, op, provider in InferenceSession(loop_model()).node_providers()}
     assert providers["Loop"] == "CPUExecutionProvider"
+
+
+def test_sequence_map_body_reads_outer_values():
+    body = helper.make_graph([helper.make_node("Add", ["item", "offset"], ["out"])], "body",
+                             [tensor("item", [None])], [tensor("out", [None])])
+    seq_in = helper.make_tensor_sequence_value_info("xs", TensorProto.FLOAT, None)
+    seq_out = helper.make_tensor_sequence_value_info("ys", TensorProto.FLOAT, None)
+    proto = model([helper.make_node("Neg", ["bias"], ["offset"]),
+                   helper.make_node("SequenceMap", ["xs"], ["ys"], body=body)],
+                  [seq_in, tensor("bias", [1])], [seq_out])
+    xs = [np.array([1.0, 2.0], np.float32), np.array([3.0], np.float32)]
+    ys, = InferenceSession(proto).run(None, {"xs": xs, "bias": np.array([0.5], np.float32)})
+    assert [y.tolist() for y in ys] == [[0.5, 1.5], [2.5]]

@@ -126,3 +126,59 @@ def test_every_prefix_of_a_model_is_a_load_error():
     for cut in range(len(data)):
         with pytest.raises(ModelLoadError):
             InferenceSession(data[:cut])
+
+
+def external_tensor(name: str, location: str, values) -> onnx.TensorProto:
+    """A TensorProto whose data lives in the file ``location`` (written by the test)."""
+    tensor_proto = numpy_helper.from_array(np.asarray(values, np.float32), name)
+    tensor_proto.ClearField("raw_data")
+    tensor_proto.data_location = onnx.TensorProto.EXTERNAL
+    tensor_proto.external_data.append(onnx.StringStringEntryProto(key="location", value=location))
+    return tensor_proto
+
+
+def function_with_external_constant(location: str) -> onnx.ModelProto:
+    """y = AddW(x): a local function whose If branch holds a Constant stored at ``location``."""
+    branch = helper.make_graph(
+        [helper.make_node("Constant", [], ["w"], value=external_tensor("w", location, [0.0] * 4)),
+         helper.make_node("Add", ["x", "w"], ["z"])], "then", [], [tensor("z", [4])])
+    body = [helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.array(True), "c")),
+            helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)]
+    function = helper.make_function("local", "AddW", ["x"], ["y"], body,
+                                    [helper.make_opsetid("", 17)])
+    return model([helper.make_node("AddW", ["x"], ["y"], domain="local")], [tensor("x", [4])],
+                 [tensor("y", [4])], functions=[function])
+
+
+def test_external_data_in_a_function_subgraph_is_read_from_the_model_folder(tmp_path, monkeypatch):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "w.bin").write_bytes(np.arange(4, dtype=np.float32).tobytes())
+    (tmp_path / "w.bin").write_bytes(np.full(4, 100, np.float32).tobytes())  # the cwd's decoy
+    path = tmp_path / "models" / "m.onnx"
+    onnx.save(function_with_external_constant("w.bin"), path)
+    monkeypatch.chdir(tmp_path)
+    y, = InferenceSession(str(path)).run(None, {"x": np.ones(4, np.float32)})
+    np.testing.assert_array_equal(y, np.arange(4, dtype=np.float32) + 1)
+
+
+def test_external_data_in_a_function_may_not_escape_the_folder(tmp_path):
+    (tmp_path / "secret.bin").write_bytes(np.zeros(4, np.float32).tobytes())
+    (tmp_path / "models").mkdir()
+    path = tmp_path / "models" / "m.onnx"
+    onnx.save(function_with_external_constant("../secret.bin"), path)
+    with pytest.raises(ModelLoadError, match="tensor 'w'.*not a plain relative path"):
+        InferenceSession(str(path))
+
+
+def test_a_model_without_the_default_domain_reads_it_at_the_newest_opset():
+    """onnxruntime runs such a model with its newest opset: Softmax then normalizes over the last
+    axis (opset 13 on), not over the flattened trailing axes (opsets 1-12)."""
+    proto = model([helper.make_node("Softmax", ["x"], ["y"])], [tensor("x", [2, 3, 4])],
+                  [tensor("y", [2, 3, 4])])
+    del proto.opset_import[:]
+    proto.opset_import.append(helper.make_opsetid("com.example", 1))
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    y, = InferenceSession(proto).run(None, {"x": x})
+    want = np.exp(x) / np.exp(x).sum(-1, keepdims=True)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+    assert load_model(proto).opsets[""] == onnx.defs.onnx_opset_version()

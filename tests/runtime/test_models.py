@@ -16,6 +16,7 @@ from onnx import helper, numpy_helper
 
 import onnxruntime as ort
 import opforge
+from numeric import assert_close, assert_would_catch, scaled_atol
 from zoo import light_model, light_model_names
 
 PROBED = ("Conv", "Gemm", "MatMul")
@@ -23,32 +24,6 @@ PROBED = ("Conv", "Gemm", "MatMul")
 # float32 through ~50 layers, different summation orders: relative 1e-4, and an absolute
 # tolerance of 1e-5 of the tensor's largest magnitude for elements that cancel to near zero.
 RTOL, ATOL = 1e-4, 1e-5
-
-
-def assert_close(got, want, rtol: float, atol: float, where: str) -> None:
-    """Elementwise |got - want| <= atol * max|want| + rtol * |want|, with shape and dtype equal."""
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.shape == want.shape and got.dtype == want.dtype, (
-        f"{where}: got {got.dtype}{list(got.shape)}, want {want.dtype}{list(want.shape)}")
-    scale = float(np.max(np.abs(want))) if want.size else 0.0
-    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol * scale, err_msg=where)
-
-
-def assert_would_catch(got, want, rtol: float, atol: float, where: str, error: float = 1e-3) -> None:
-    """That ``assert_close(got, want)`` fails once any element with |want| >= max|want| / 10 is
-    moved by ``error`` relative, in either direction: the margin left by the actual difference
-    must be smaller than that move."""
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    if not want.size or not np.any(want):
-        return
-    scale = np.max(np.abs(want))
-    big = np.abs(want) >= 0.1 * scale
-    allowed = atol * scale + rtol * np.abs(want[big])
-    moved = error * np.abs(got[big]) - np.abs(got[big] - want[big])
-    worst = int(np.argmin(moved - allowed))
-    assert moved[worst] > allowed[worst], (
-        f"{where}: a {error:g} relative error at {want[big][worst]:.4g} would pass "
-        f"(actual difference {abs(got[big][worst] - want[big][worst]):.3g}, allowed {allowed[worst]:.3g})")
 
 
 def with_probes(model: onnx.ModelProto, op_types=PROBED) -> onnx.ModelProto:
@@ -72,7 +47,7 @@ def run_opforge(model: onnx.ModelProto, feeds: dict, names: list[str]) -> tuple[
     assert [o.name for o in sess.get_outputs()] == names
     assert len(first) == len(planned) == len(names), f"{len(planned)} outputs for {len(names)}"
     for name, a, b in zip(names, first, planned):
-        assert_close(a, b, RTOL, ATOL, f"{name}: first run vs planned run")
+        assert_close(a, b, RTOL, scaled_atol(b, ATOL), f"{name}: first run vs planned run")
     return planned, sess
 
 
@@ -93,9 +68,9 @@ def compare_with_onnxruntime(model: onnx.ModelProto, feeds: dict, rtol=RTOL, ato
         got, sess = run_opforge(tamper(proto), feeds, names)
         assert len(got) == len(want)
         for name, g, w in zip(names, got, want):
-            assert_close(g, w, rtol, atol, f"{kind} {name!r}")
+            assert_close(g, w, rtol, scaled_atol(w, atol), f"{kind} {name!r}")
             if sensitive and kind == "probe":
-                assert_would_catch(g, w, rtol, atol, name)
+                assert_would_catch(g, w, rtol, scaled_atol(w, atol), name)
         session = session or sess
     return session
 

@@ -5,7 +5,7 @@ import onnxruntime
 import pytest
 from onnx import TensorProto, helper
 
-from onnx_builders import chain_model, model, tensor
+from onnx_builders import chain_model, model, onnxruntime_outputs, tensor
 from opforge.runtime import (FeedError, GraphOptimizationLevel, InferenceSession, KernelError,
                              KernelNotFoundError, RunCancelledError, RunOptions, SessionOptions)
 from opforge.runtime.registry import CPU, REFERENCE
@@ -142,3 +142,17 @@ def test_rank_limit_is_the_native_abi_limit():
     from opforge.runtime.types import MAX_RANK
 
     assert MAX_RANK == _core.MAX_DIMS
+
+
+@pytest.mark.parametrize("source", ["string", "int64"])
+def test_string_outputs_are_object_arrays_like_onnxruntime(source):
+    node = (helper.make_node("Identity", ["s"], ["t"]) if source == "string"
+            else helper.make_node("Cast", ["s"], ["t"], to=TensorProto.STRING))
+    elem = TensorProto.STRING if source == "string" else TensorProto.INT64
+    proto = model([node], [tensor("s", [2], elem)], [tensor("t", [2], TensorProto.STRING)])
+    feed = {"s": np.array(["ab", "c"], dtype=object) if source == "string" else np.array([12, -3])}
+    sess = InferenceSession(proto)
+    want, = onnxruntime_outputs(proto, feed)
+    for _ in range(2):   # the first run and the planned one
+        got, = sess.run(None, feed)
+        assert got.dtype == want.dtype == object and got.tolist() == want.tolist()

@@ -2,26 +2,31 @@
 from __future__ import annotations
 
 import logging
+import threading
 
 import numpy as np
 
-from opforge.errors import OpError
+from opforge import _core
+from opforge.errors import OpError, OpMemoryError
 from opforge.runtime.errors import KernelNotFoundError
 from opforge.runtime.model import is_standard_domain
 
 logger = logging.getLogger("opforge.runtime")
 
-DTYPE_CODES = {np.dtype(name): code for name, code in (
-    ("float32", 1), ("uint8", 2), ("int8", 3), ("uint16", 4), ("int16", 5), ("int32", 6),
-    ("int64", 7), ("bool", 9), ("float16", 10), ("float64", 11), ("uint32", 12), ("uint64", 13))}
-CODE_DTYPES = {code: dtype for dtype, code in DTYPE_CODES.items()}
-try:
-    import ml_dtypes
+def _numpy_dtype(name: str) -> "np.dtype | None":
+    if name != "bfloat16":
+        return np.dtype(name)
+    try:
+        import ml_dtypes
+    except ImportError:  # bfloat16 values then go to the reference provider
+        return None
+    return np.dtype(ml_dtypes.bfloat16)
 
-    DTYPE_CODES[np.dtype(ml_dtypes.bfloat16)] = 16
-    CODE_DTYPES[16] = np.dtype(ml_dtypes.bfloat16)
-except ImportError:  # bfloat16 values then go to the reference provider
-    pass
+
+# numpy dtype <-> the C ABI's dtype code, from the core's one table (opforge/dtype.h)
+CODE_DTYPES = {code: dtype for code, name in _core.DTYPE_NAMES.items()
+               if (dtype := _numpy_dtype(name)) is not None}
+DTYPE_CODES = {dtype: code for code, dtype in CODE_DTYPES.items()}
 
 
 def attribute_values(node) -> dict:
@@ -70,11 +75,15 @@ def dtype_allowed(schema_param: dict, dtype) -> bool:
 
 class NativeKernel:
     """A node bound to an op of a compiled library: attributes converted once, outputs
-    allocated from the op's infer at each run."""
+    allocated from the op's infer at each run.
+
+    Immutable once bound, so threads share it: a run that the native op cannot take (inputs of
+    a dtype known only at run time, or a mode its infer refuses) goes to the node's reference
+    kernel for that call only, and `run_traced` tells the caller (the plan recorder) so."""
 
     def __init__(self, handle, node, opset: int, provider: str, pool=None, allow_fallback=True):
         self.handle, self.node, self.opset, self.pool = handle, node, opset, pool
-        self.native_provider, self.allow_fallback = provider, allow_fallback
+        self.provider, self.allow_fallback = provider, allow_fallback
         self.schema = handle.schema()
         try:
             self.attrs = handle.attrs(attribute_values(node))
@@ -83,25 +92,21 @@ class NativeKernel:
                                       f"node's attributes: {exc}") from None
         self.num_outputs = len(node.outputs)
         self.inplace = self.schema["inplace"]
-        self.fallback = None    # the reference kernel, once this node has been handed to it
-        self.workspace = 0   # the most scratch bytes a run has asked for, for the memory plan
-
-    @property
-    def provider(self) -> str:
-        """Where the node runs now: the native provider, or the reference one it fell back to."""
-        return self.fallback.provider if self.fallback is not None else self.native_provider
+        self._reference = None
+        self._reference_lock = threading.Lock()
 
     def _fallback(self):
-        """The reference kernel, for inputs of a dtype only known at run time to be unsupported."""
+        """The node's reference kernel (made on first need), for calls the native op cannot take."""
         if not self.allow_fallback:
-            raise KernelNotFoundError(f"{self.node.label}: {self.native_provider} kernel "
+            raise KernelNotFoundError(f"{self.node.label}: {self.provider} kernel "
                                       f"{self.handle.name} cannot run these inputs and the reference "
                                       "fallback is disabled")
-        if self.fallback is None:
-            from opforge.runtime.providers.reference import reference_kernel
+        with self._reference_lock:
+            if self._reference is None:
+                from opforge.runtime.providers.reference import reference_kernel
 
-            self.fallback = reference_kernel(self.node, self.opset)
-        return self.fallback
+                self._reference = reference_kernel(self.node, self.opset)
+        return self._reference
 
     def unsupported(self, dtypes: list) -> "str | None":
         """Why the op cannot take these input dtypes (None when it can)."""
@@ -111,56 +116,66 @@ class NativeKernel:
                 continue
             param = params[min(i, len(params) - 1)]
             if np.dtype(dtype) not in DTYPE_CODES or not dtype_allowed(param, dtype):
-                return (f"{self.native_provider} kernel {self.handle.name} does not take "
+                return (f"{self.provider} kernel {self.handle.name} does not take "
                         f"{np.dtype(dtype).name} for input '{param['name']}'")
         if len(dtypes) > len(params) and not (params and params[-1]["variadic"]):
-            return f"{self.native_provider} kernel {self.handle.name} takes at most {len(params)} inputs"
+            return f"{self.provider} kernel {self.handle.name} takes at most {len(params)} inputs"
         return None
 
-    def output_types(self, inputs: list) -> list:
+    def output_types(self, inputs: list, metas: "list | None" = None) -> list:
         """(numpy dtype, shape) per node output, from the op's infer with the values at hand;
-        OpError when it leaves out an output the node names or gives one an unknown size."""
-        metas = [None if x is None else (DTYPE_CODES[x.dtype], x.shape, x) for x in inputs]
-        types = self.handle.infer(metas, self.attrs, self.num_outputs)
+        OpError when it leaves out an output the node names."""
+        types = self.handle.infer(metas if metas is not None else _metas(inputs), self.attrs,
+                                  self.num_outputs, True)
         for index, (name, t) in enumerate(zip(self.node.outputs, types)):
-            if name and (t is None or min(t[1], default=0) < 0):
-                got = "no type" if t is None else f"the shape {list(t[1])}"
-                raise OpError(f"{self.handle.name}: infer gave output #{index} ({name!r}), which the "
-                              f"node names, {got}")
+            if name and t is None:
+                raise OpError(f"{self.handle.name}: infer gave no type to output #{index} "
+                              f"({name!r}), which the node names")
         return [None if t is None else (CODE_DTYPES[t[0]], t[1]) for t in types]
 
     def run(self, inputs: list) -> list:
-        if (self.fallback is not None or self.unsupported([getattr(x, "dtype", None) for x in inputs])
+        return self.run_traced(inputs)[0]
+
+    def run_traced(self, inputs: list) -> tuple:
+        """``(outputs, workspace bytes)`` of one call; the bytes are None when the call went to
+        the reference kernel (the plan then keeps this node as a Python step)."""
+        if (self.unsupported([getattr(x, "dtype", None) for x in inputs])
                 or not all(x is None or isinstance(x, np.ndarray) for x in inputs)):
-            return self._fallback().run(inputs)   # sequences, optionals: not for C kernels
+            return self._fallback().run(inputs), None   # sequences, optionals: not for C kernels
         inputs = [None if x is None else np.asarray(x, order="C") for x in inputs]
         try:
             return self._run_native(inputs)
+        except OpMemoryError:
+            raise   # no kernel can make an output that large: the reference is not tried
         except OpError as exc:
-            return self._recover(inputs, exc)
+            return self._recover(inputs, exc), None
 
-    def _run_native(self, inputs: list) -> list:
+    def _run_native(self, inputs: list) -> tuple:
+        metas = _metas(inputs)
         outputs = [None if t is None or not name else np.empty(t[1], t[0])
-                   for t, name in zip(self.output_types(inputs), self.node.outputs)]
-        if self.schema["has_workspace"]:
-            self.workspace = max(self.workspace, self.handle.workspace_size(inputs, self.attrs))
+                   for t, name in zip(self.output_types(inputs, metas), self.node.outputs)]
+        workspace = self.handle.workspace_size(metas, self.attrs) if self.schema["has_workspace"] else 0
         self.handle.run(inputs, outputs, self.attrs, self.pool)
-        return outputs
+        return outputs, workspace
 
     def _recover(self, inputs: list, error: Exception) -> list:
-        """A built-in kernel that refuses a node (an attribute value or mode it does not
-        implement, e.g. training_mode=1) hands it to the reference kernel for good; when that
+        """A built-in kernel that refuses a call (an attribute value or mode it does not
+        implement, e.g. training_mode=1) hands that call to the reference kernel; when that
         fails too, or the op is not a standard one, the kernel's own error stands."""
         if not is_standard_domain(self.node.domain) or not self.allow_fallback:
             raise error
         try:
             results = self._fallback().run(inputs)
         except Exception:
-            self.fallback = None
             raise error from None
-        logger.info("%s runs on the reference provider: the native kernel said %s",
-                    self.node.label, error)
+        logger.debug("%s ran on the reference provider: the native kernel said %s",
+                     self.node.label, error)
         return results
+
+
+def _metas(inputs: list) -> list:
+    """What the op handle's infer and workspace_size read: (dtype code, shape, value) per input."""
+    return [None if x is None else (DTYPE_CODES[x.dtype], x.shape, x) for x in inputs]
 
 
 class NativeFactory:

@@ -4,6 +4,14 @@ import onnx
 from onnx import helper, numpy_helper
 
 import onnxruntime as ort
+from numeric import assert_close, assert_would_catch, scaled_atol
+
+# Ops whose float comparisons must also prove they would see a 1e-3 relative error in any
+# element of at least a tenth of the output's largest magnitude (see numeric.assert_would_catch).
+PROVEN = {"Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "LpPool",
+          "GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", "BatchNormalization",
+          "InstanceNormalization", "LayerNormalization", "GroupNormalization", "LRN",
+          "MeanVarianceNormalization"}
 
 
 def run_onnxruntime(op_type, inputs, attrs=None, opset=18, num_outputs=1, domain=""):
@@ -21,15 +29,24 @@ def run_onnxruntime(op_type, inputs, attrs=None, opset=18, num_outputs=1, domain
     return sess.run(None, {n: x for n, x in zip(names, inputs) if x is not None})
 
 
-def check(kernels, op_type, inputs, attrs=None, opset=18, num_outputs=1, rtol=1e-5, atol=1e-6):
-    """Asserts the opforge kernel for `op_type` at `opset` matches onnxruntime."""
+def check(kernels, op_type, inputs, attrs=None, opset=18, num_outputs=1, rtol=1e-5, atol=1e-6,
+          scale_atol=False, tamper=None):
+    """Asserts the first ``num_outputs`` outputs of the opforge kernel for `op_type` at `opset`
+    match onnxruntime; for the ops in PROVEN, also that the tolerances would catch a small error.
+    ``scale_atol``: ``atol`` is relative to each output's largest magnitude (long sums whose
+    small elements cancel). ``tamper`` edits opforge's outputs before the comparison (tests of
+    the tests)."""
     expected = run_onnxruntime(op_type, inputs, attrs, opset, num_outputs)
     ours = kernels.op(op_type, domain="", version=opset)(*inputs, **_eager_attrs(attrs or {}))
     ours = list(ours) if isinstance(ours, tuple) else [ours]
-    for got, want in zip(ours, expected):
-        assert got.dtype == want.dtype, f"{op_type}: dtype {got.dtype} != {want.dtype}"
-        assert got.shape == want.shape, f"{op_type}: shape {got.shape} != {want.shape}"
-        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=op_type)
+    assert len(ours) >= len(expected), f"{op_type}: {len(ours)} outputs, onnxruntime gives {len(expected)}"
+    compared = [tamper(o) for o in ours] if tamper else ours
+    for k, (got, want) in enumerate(zip(compared, expected)):
+        where = f"{op_type} output #{k}"
+        atol_k = scaled_atol(want, atol) if scale_atol else atol
+        assert_close(got, want, rtol, atol_k, where)
+        if op_type in PROVEN and np.issubdtype(want.dtype, np.floating):
+            assert_would_catch(got, want, rtol, atol_k, where)
     return ours
 
 

@@ -1,0 +1,178 @@
+// invoke.cpp: checked calls into an op's infer, workspace and compute.
+#include "invoke.h"
+
+#include <cstring>
+#include <limits>
+
+#include "opforge/dtype.h"
+
+namespace opforge_core {
+
+namespace {
+
+/// The declared parameter serving position `i` (the last one when it is variadic), or null.
+const opf_param* param_at(const opf_param* params, int32_t declared, int32_t i) {
+  if (declared == 0) return nullptr;
+  if (i < declared) return &params[i];
+  return (params[declared - 1].flags & OPF_PARAM_VARIADIC) ? &params[declared - 1] : nullptr;
+}
+
+bool is_variadic(const opf_param* params, int32_t declared) {
+  return declared > 0 && (params[declared - 1].flags & OPF_PARAM_VARIADIC);
+}
+
+/// Declared inputs before the last that is neither optional nor variadic.
+int32_t required_inputs(const opf_op_def* def) {
+  int32_t required = 0;
+  for (int32_t i = 0; i < def->num_inputs; ++i)
+    if (!(def->inputs[i].flags & (OPF_PARAM_OPTIONAL | OPF_PARAM_VARIADIC))) required = i + 1;
+  return required;
+}
+
+std::string plural(int64_t n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
+
+std::string arg_name(const opf_param& p, int32_t i) { return std::string("'") + p.name + "' (#" + std::to_string(i) + ")"; }
+
+std::string allowed_names(const opf_param& p) {
+  std::string s;
+  for (int32_t k = 0; k < p.num_dtypes; ++k) s += std::string(k ? ", " : "") + opforge::dtype_name(p.dtypes[k]);
+  return s;
+}
+
+bool dtype_allowed(const opf_param& p, int32_t dtype) {
+  for (int32_t k = 0; k < p.num_dtypes; ++k)
+    if (p.dtypes[k] == dtype) return true;
+  return p.num_dtypes == 0;
+}
+
+[[noreturn]] void refuse(const opf_op_def* def, const std::string& what) {
+  throw CallError(std::string(def->name) + "(): " + what, true);
+}
+
+[[noreturn]] void op_failed(const opf_op_def* def, const std::string& what) {
+  throw CallError(std::string(def->name) + ": " + what, false);
+}
+
+void check_count(const opf_op_def* def, int32_t num_inputs) {
+  int32_t required = required_inputs(def), declared = def->num_inputs;
+  bool variadic = is_variadic(def->inputs, declared);
+  if (num_inputs >= required && (variadic || num_inputs <= declared)) return;
+  std::string expect = variadic ? "at least " + std::to_string(required)
+                       : required == declared ? std::to_string(declared)
+                                              : std::to_string(required) + " to " + std::to_string(declared);
+  throw CallError(std::string(def->name) + "() takes " + expect + " input" +
+                      (declared == 1 && !variadic ? "" : "s") + ", got " + std::to_string(num_inputs), true);
+}
+
+void check_input(const opf_op_def* def, const opf_param& p, int32_t i, const opf_tensor& t, Sizes sizes) {
+  if (t.dtype == OPF_UNDEFINED) {
+    if (!(p.flags & OPF_PARAM_OPTIONAL)) refuse(def, "input " + arg_name(p, i) + " is required, got none");
+    return;
+  }
+  if (opforge::dtype_size(t.dtype) == 0)
+    refuse(def, "input " + arg_name(p, i) + " has dtype " + opforge::dtype_name(t.dtype) + ", which ops cannot take");
+  if (!dtype_allowed(p, t.dtype))
+    refuse(def, "input " + arg_name(p, i) + " has dtype " + opforge::dtype_name(t.dtype) + "; expected " +
+                    allowed_names(p));
+  if (t.ndim < 0 || t.ndim > OPF_MAX_DIMS)
+    refuse(def, "input " + arg_name(p, i) + " has rank " + std::to_string(t.ndim) + "; opforge's limit is " +
+                    std::to_string(OPF_MAX_DIMS));
+  const int64_t lowest = sizes == Sizes::Known ? 0 : -1;
+  for (int32_t d = 0; d < t.ndim; ++d)
+    if (t.shape[d] < lowest) refuse(def, "input " + arg_name(p, i) + " has shape " + shape_text(t));
+}
+
+void check_output(const opf_op_def* def, int32_t k, opf_tensor& t, Sizes sizes) {
+  const opf_param* p = param_at(def->outputs, def->num_outputs, k);
+  const std::string name = std::string("output '") + (p ? p->name : "?") + "' (#" + std::to_string(k) + ")";
+  if (t.dtype == OPF_UNDEFINED) {
+    if (p && !(p->flags & OPF_PARAM_OPTIONAL)) op_failed(def, "infer did not set " + name);
+    return;
+  }
+  if (opforge::dtype_size(t.dtype) == 0) op_failed(def, "infer gave " + name + " the unknown dtype " + std::to_string(t.dtype));
+  if (t.ndim < 0 || t.ndim > OPF_MAX_DIMS)
+    op_failed(def, "infer gave " + name + " rank " + std::to_string(t.ndim) + "; opforge's limit is " +
+                       std::to_string(OPF_MAX_DIMS));
+  const int64_t lowest = sizes == Sizes::Known ? 0 : -1;
+  for (int32_t d = 0; d < t.ndim; ++d)
+    if (t.shape[d] < lowest) op_failed(def, "infer gave " + name + " the shape " + shape_text(t));
+  if (sizes == Sizes::Known) {
+    try {
+      nbytes(t);
+    } catch (const CallError& e) {
+      throw CallError(std::string(def->name) + ": " + name + " " + e.what(), false, true);
+    }
+  }
+}
+
+}  // namespace
+
+bool output_is_optional(const opf_op_def* def, int32_t k) {
+  const opf_param* p = param_at(def->outputs, def->num_outputs, k);
+  return p == nullptr || (p->flags & OPF_PARAM_OPTIONAL);
+}
+
+int64_t nbytes(const opf_tensor& t) {
+  // numpy's rule, so that every tensor can also be handed to Python as an array
+  int64_t span = opforge::dtype_size(t.dtype);
+  bool empty = false;
+  for (int32_t d = 0; d < t.ndim && d < OPF_MAX_DIMS; ++d) {
+    if (t.shape[d] < 0 || __builtin_mul_overflow(span, t.shape[d] ? t.shape[d] : 1, &span))
+      throw CallError("of shape " + shape_text(t) + " and dtype " + opforge::dtype_name(t.dtype) +
+                          " does not fit in memory", false, true);
+    empty = empty || t.shape[d] == 0;
+  }
+  return empty ? 0 : span;
+}
+
+std::string shape_text(const opf_tensor& t) {
+  std::string s = "[";
+  for (int32_t d = 0; d < t.ndim && d < OPF_MAX_DIMS; ++d) s += (d ? ", " : "") + std::to_string(t.shape[d]);
+  return s + "]";
+}
+
+void check_call(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs, int32_t num_outputs,
+                Sizes sizes) {
+  check_count(def, num_inputs);
+  for (int32_t i = 0; i < num_inputs; ++i)
+    check_input(def, *param_at(def->inputs, def->num_inputs, i), i, inputs[i], sizes);
+  if (num_outputs > def->num_outputs && !is_variadic(def->outputs, def->num_outputs))
+    refuse(def, "asked for " + plural(num_outputs, "output") + "; the op has " +
+                    plural(def->num_outputs, "output"));
+}
+
+void infer(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs, const AttrPack& attrs,
+           opf_tensor* outputs, int32_t num_outputs, Sizes sizes) {
+  check_call(def, inputs, num_inputs, num_outputs, sizes);
+  std::memset(outputs, 0, sizeof(opf_tensor) * size_t(num_outputs));
+  opf_infer_ctx ic{def, inputs, num_inputs, attrs.data(), attrs.size(), outputs, num_outputs};
+  opf_error err;
+  err.message[0] = '\0';
+  if (def->infer(&ic, &err) != 0) throw CallError(err.message, false);
+  for (int32_t k = 0; k < num_outputs; ++k) check_output(def, k, outputs[k], sizes);
+}
+
+int64_t workspace_bytes(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs,
+                        const AttrPack& attrs) {
+  if (def->workspace == nullptr) return 0;
+  opf_infer_ctx ic{def, inputs, num_inputs, attrs.data(), attrs.size(), nullptr, 0};
+  opf_error err;
+  err.message[0] = '\0';
+  int64_t bytes = 0;
+  if (def->workspace(&ic, &bytes, &err) != 0) throw CallError(err.message, false);
+  if (bytes < 0) op_failed(def, "the workspace function returned a negative size");
+  return bytes;
+}
+
+void compute(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs, const AttrPack& attrs,
+             const opf_tensor* outputs, int32_t num_outputs, void* workspace, int64_t workspace_bytes,
+             ThreadPool* pool) {
+  opf_compute_ctx cc{def, inputs, num_inputs, attrs.data(), attrs.size(), outputs, num_outputs, workspace,
+                     workspace_bytes, nullptr, pool, pool ? &ThreadPool::entry : nullptr,
+                     pool ? pool->num_threads() : 1};
+  opf_error err;
+  err.message[0] = '\0';
+  if (def->compute(&cc, &err) != 0) throw CallError(err.message, false);
+}
+
+}  // namespace opforge_core

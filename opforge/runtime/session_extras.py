@@ -1,0 +1,38 @@
+"""The rest of onnxruntime's session API: OrtValues, I/O binding, providers, profiling start.
+
+A mixin of InferenceSession, kept apart so session.py stays the pipeline it describes.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from opforge.runtime.ortvalue import IOBinding, OrtValue
+
+
+class SessionExtras:
+    """onnxruntime's InferenceSession methods beyond run/get_inputs/get_outputs."""
+
+    def run_with_ort_values(self, output_names: Sequence[str] | None,
+                            input_dict_ort_values: Mapping[str, OrtValue], run_options=None) -> list:
+        """``run`` with OrtValues in and out."""
+        feed = {name: value.value() if isinstance(value, OrtValue) else value
+                for name, value in input_dict_ort_values.items()}
+        return [OrtValue(v) for v in self.run(output_names, feed, run_options)]
+
+    def io_binding(self) -> IOBinding:
+        """A new binding of inputs and outputs for ``run_with_iobinding``."""
+        return IOBinding(self)
+
+    def run_with_iobinding(self, iobinding: IOBinding, run_options=None) -> None:
+        """Runs with the binding's inputs; its outputs are then in ``iobinding.get_outputs()``."""
+        iobinding._run(run_options)
+
+    def get_profiling_start_time_ns(self) -> int:
+        """When profiling started (time.time_ns()), 0 when the session does not profile."""
+        return self._profile_start_ns
+
+    def set_providers(self, providers: Sequence[Any] | None = None,
+                      provider_options: Sequence[dict] | None = None) -> None:
+        """Rebuilds the session for ``providers`` (the model, options and custom ops kept)."""
+        self.__init__(self._source, self._sess_options, providers, provider_options,
+                      custom_ops=self._custom_ops_given, **self._kwargs)

@@ -1,0 +1,61 @@
+"""The built-in kernel library: compiled by `pip install`, loaded at once, rebuilt when stale."""
+import json
+
+import pytest
+
+from helpers import run_python
+from opforge.runtime import native
+
+FIRST_SESSION = """
+    import time
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    import opforge
+
+    start = time.perf_counter()
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("MatMul", ["c", "m"], ["y"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w"),
+         numpy_helper.from_array(np.ones((8, 5), np.float32), "m")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    y, = opforge.InferenceSession(model.SerializeToString()).run(None, {"x": np.ones((1, 3, 8, 8), np.float32)})
+    assert float(y[0, 0, 3, 0]) == 27.0 * 6 + 18.0 * 2, y[0, 0, 3, 0]   # a row of Conv: two edges
+    print(f"{time.perf_counter() - start:.3f}")
+"""
+
+
+@pytest.mark.skipif(not native.PREBUILT.is_file(), reason="installed with OPFORGE_SKIP_KERNEL_BUILD=1")
+def test_the_first_session_on_an_empty_cache_builds_nothing(tmp_path):
+    cache = tmp_path / "cache"
+    proc = run_python(FIRST_SESSION, env={"OPFORGE_CACHE_DIR": str(cache)})
+    assert proc.returncode == 0, proc.stderr
+    assert "building" not in proc.stdout
+    assert float(proc.stdout.split()[-1]) <= 5.0
+    assert not (cache / "libs").exists() or not any((cache / "libs").iterdir())
+
+
+@pytest.mark.skipif(not native.PREBUILT.is_file(), reason="installed with OPFORGE_SKIP_KERNEL_BUILD=1")
+def test_the_prebuilt_library_is_current_and_used():
+    assert native._prebuilt_is_current()
+    assert native.cpu_kernels().__file__ == str(native.PREBUILT)
+
+
+def test_a_stale_or_foreign_prebuilt_library_is_not_used(tmp_path, monkeypatch):
+    stamp = tmp_path / "stamp.json"
+    library = tmp_path / "lib.so"
+    library.write_bytes(b"\x7fELF")
+    monkeypatch.setattr(native, "STAMP", stamp)
+    monkeypatch.setattr(native, "PREBUILT", library)
+    from opforge.builder.toolchain import cpu_identity
+
+    stamp.write_text(json.dumps({"inputs": native.inputs_digest(), "cpu": cpu_identity()}))
+    assert native._prebuilt_is_current()
+    stamp.write_text(json.dumps({"inputs": "an edited kernel", "cpu": cpu_identity()}))
+    assert not native._prebuilt_is_current()
+    stamp.write_text(json.dumps({"inputs": native.inputs_digest(), "cpu": "another machine"}))
+    assert not native._prebuilt_is_current()
+    stamp.write_text(json.dumps({"inputs": native.inputs_digest(), "cpu": cpu_identity()}))
+    monkeypatch.setenv("OPFORGE_PREBUILT_KERNELS", "0")
+    assert not native._prebuilt_is_current()
