@@ -487,3 +487,15 @@ def test_range_whose_count_is_not_finite_or_too_big_is_refused(kernels, limit, d
     op = kernels.op("Range", domain="", version=11)
     with pytest.raises(opforge.OpError, match="element count"):
         op(np.array(0.0), np.array(limit), np.array(delta))
+
+
+@pytest.mark.parametrize("op_type, inputs, attrs", [
+    ("Tile", [np.ones((2, 2), np.float32), ints(2, 2**62)], {}),              # 2 * 2**62 wrapped negative
+    ("Pad", [np.ones((2, 2), np.float32), ints(0, 2**62, 0, 2**62)], {}),
+    ("DepthToSpace", [np.ones((1, 4, 1, 1), np.float32)], dict(blocksize=2**32)),  # b*b wrapped to 0
+    ("SpaceToDepth", [np.ones((1, 1, 1, 1), np.float32)], dict(blocksize=2**32)),
+])
+def test_sizes_that_overflow_are_refused_not_wrapped(kernels, op_type, inputs, attrs):
+    op = kernels.op(op_type, domain="", version=13)
+    with pytest.raises(opforge.OpError, match="does not fit in memory|not divisible|negative"):
+        op(*inputs, **attrs)
