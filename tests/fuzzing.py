@@ -26,7 +26,12 @@ import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
-from fuzz_mutations import MUTATIONS, Mutant, random_value
+from fuzz_mutant import Mutant, random_value
+from fuzz_mutations import STRUCTURE
+from fuzz_values import VALUES
+
+MUTATIONS = {**STRUCTURE, **VALUES}
+"""Every mutation, by name: function(mutant) -> description, or None when it cannot apply."""
 
 WORKER = Path(__file__).resolve().parent / "fuzz_worker.py"
 ZOO_SHARE = 0.03   # of cases mutate a zoo model (slower to run than a node test)
@@ -111,7 +116,8 @@ def make_case(seeds: list[Seed], zoo: list[Seed], seed: int, index: int) -> Case
     for _ in range(20):
         mutant = Mutant(_copy(base.model), dict(base.feeds), rng)
         kind = kinds[int(rng.integers(len(kinds)))]
-        detail = MUTATIONS[kind](mutant)
+        with np.errstate(all="ignore"):
+            detail = MUTATIONS[kind](mutant)
         if detail is not None:
             break
     runs = mutant.runs or [mutant.complete_feeds()] * 2

@@ -8,8 +8,7 @@ import collections
 
 import pytest
 
-from fuzz_mutations import MUTATIONS
-from fuzzing import make_case, node_seeds, run_cases, zoo_seeds
+from fuzzing import MUTATIONS, make_case, node_seeds, run_cases, zoo_seeds
 from opforge.runtime import native
 
 SEED, CASES = 7, 400
