@@ -30,3 +30,8 @@ class OpArgumentError(OpforgeError, TypeError):
     """An op was called with inputs, outputs or attributes its schema does not allow: too few or
     too many, an absent required one, a dtype or rank it does not take. The message names the op
     and the argument."""
+
+
+class OpMemoryError(OpError, MemoryError):
+    """An op's output or workspace for these inputs is larger than memory can hold: its byte
+    count overflows, or allocating it failed. The message names the op (and node) and the size."""

@@ -3,6 +3,7 @@
 #include "executor.h"
 
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
 
 #include "invoke.h"
@@ -16,6 +17,7 @@ namespace {
 constexpr size_t kAlign = 64;
 
 void* aligned_bytes(int64_t n) {
+  if (n > PTRDIFF_MAX - int64_t(kAlign)) throw std::bad_alloc();  // rounding up would wrap
   size_t size = (size_t(n > 0 ? n : 1) + kAlign - 1) / kAlign * kAlign;
   void* p = std::aligned_alloc(kAlign, size);
   if (p == nullptr) throw std::bad_alloc();
@@ -36,6 +38,7 @@ void set_contiguous(opf_tensor& t) {
 struct StepError {
   std::string message;
   bool bad_argument = false;
+  bool too_big = false;
 };
 
 }  // namespace
@@ -176,7 +179,10 @@ void Plan::run_native(Run& r, const PlanStep& s) {
   infer(def, ins.data(), nin, *s.attrs, outs.data(), nout);
   for (int32_t k = 0; k < nout; ++k) {
     opf_tensor& t = outs[size_t(k)];
-    if (t.dtype == OPF_UNDEFINED) {
+    if (t.dtype == OPF_UNDEFINED && s.outputs[size_t(k)] >= 0) {
+      throw StepError{s.label + ": the node names output #" + std::to_string(k) + ", which " + def->name +
+                      " did not produce for these inputs"};
+    } else if (t.dtype == OPF_UNDEFINED) {
       t.data = nullptr;
     } else if (s.outputs[size_t(k)] >= 0) {
       place_output(r, s.outputs[size_t(k)], t);
@@ -280,15 +286,20 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
     } catch (StepError& e) {
       failure = std::move(e);
     } catch (const CallError& e) {
-      failure = StepError{step->label + ": " + e.what(), e.bad_argument};
+      failure = StepError{step->label + ": " + e.what(), e.bad_argument, e.too_big};
     } catch (const std::bad_alloc&) {
-      failure = StepError{step->label + ": out of memory"};
+      failure = StepError{step->label + ": out of memory", false, true};
+    } catch (py::error_already_set& e) {  // a Python step's error: opforge's own pass unchanged
+      nogil.reset();
+      if (e.matches(py::module_::import("opforge.errors").attr("OpforgeError"))) throw;
+      failure = StepError{(step ? step->label : std::string("the plan")) + " failed: " +
+                          std::string(py::str(e.type().attr("__name__"))) + ": " + std::string(py::str(e.value()))};
+    } catch (const std::exception& e) {
+      failure = StepError{(step ? step->label : std::string("the plan")) + " failed: " + e.what()};
     }
   }
-  if (!failure.message.empty()) {
-    if (failure.bad_argument) raise_call_error(CallError(failure.message, true));
-    raise_op_error(failure.message);
-  }
+  if (!failure.message.empty())
+    raise_call_error(CallError(failure.message, failure.bad_argument, failure.too_big));
   return collect_outputs(r, outputs);
 }
 

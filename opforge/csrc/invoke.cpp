@@ -100,7 +100,7 @@ void check_output(const opf_op_def* def, int32_t k, opf_tensor& t, Sizes sizes) 
     try {
       nbytes(t);
     } catch (const CallError& e) {
-      op_failed(def, name + " " + e.what());
+      throw CallError(std::string(def->name) + ": " + name + " " + e.what(), false, true);
     }
   }
 }
@@ -113,12 +113,16 @@ bool output_is_optional(const opf_op_def* def, int32_t k) {
 }
 
 int64_t nbytes(const opf_tensor& t) {
-  int64_t n = opforge::dtype_size(t.dtype);
-  for (int32_t d = 0; d < t.ndim; ++d)
-    if (t.shape[d] < 0 || __builtin_mul_overflow(n, t.shape[d], &n))
+  // numpy's rule, so that every tensor can also be handed to Python as an array
+  int64_t span = opforge::dtype_size(t.dtype);
+  bool empty = false;
+  for (int32_t d = 0; d < t.ndim && d < OPF_MAX_DIMS; ++d) {
+    if (t.shape[d] < 0 || __builtin_mul_overflow(span, t.shape[d] ? t.shape[d] : 1, &span))
       throw CallError("of shape " + shape_text(t) + " and dtype " + opforge::dtype_name(t.dtype) +
-                          " does not fit in memory", false);
-  return n;
+                          " does not fit in memory", false, true);
+    empty = empty || t.shape[d] == 0;
+  }
+  return empty ? 0 : span;
 }
 
 std::string shape_text(const opf_tensor& t) {

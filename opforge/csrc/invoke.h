@@ -18,12 +18,15 @@
 namespace opforge_core {
 
 /// A refused or failed call. `bad_argument`: the caller passed something the schema does not
-/// allow (eager calls raise TypeError for it); otherwise the op itself failed (OpError).
+/// allow (eager calls raise TypeError for it); `too_big`: an output or workspace no memory can
+/// hold (OpMemoryError, which no other kernel is tried for); otherwise the op itself failed
+/// (OpError).
 class CallError : public std::runtime_error {
  public:
-  CallError(const std::string& message, bool bad_argument)
-      : std::runtime_error(message), bad_argument(bad_argument) {}
+  CallError(const std::string& message, bool bad_argument, bool too_big = false)
+      : std::runtime_error(message), bad_argument(bad_argument), too_big(too_big) {}
   bool bad_argument;
+  bool too_big;
 };
 
 /// Whether infer may see unknown sizes (-1) and absent data (graph shape inference), or every
@@ -56,7 +59,8 @@ void compute(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs
 /// Whether output `k` of `def` is declared optional (then compute may see it without data).
 bool output_is_optional(const opf_op_def* def, int32_t k);
 
-/// Bytes of a concrete tensor; throws CallError when the count overflows.
+/// Bytes of a concrete tensor; throws CallError (too_big) when, as numpy counts, the byte count
+/// overflows: the nonzero sizes times the item size, so that [0, 2**62] cannot be made either.
 int64_t nbytes(const opf_tensor& t);
 
 /// A tensor view's shape as "[2, 3]".

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <pybind11/stl.h>
 
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 
@@ -103,7 +104,7 @@ py::dict OpHandle::schema() const {
 }
 
 [[noreturn]] void raise_call_error(const CallError& e) {
-  const char* cls = e.bad_argument ? "OpArgumentError" : "OpError";
+  const char* cls = e.bad_argument ? "OpArgumentError" : e.too_big ? "OpMemoryError" : "OpError";
   py::object type = py::module_::import("opforge.errors").attr(cls);
   PyErr_SetString(type.ptr(), e.what());
   throw py::error_already_set();
@@ -186,7 +187,14 @@ std::vector<py::object> OpHandle::invoke(const std::vector<opf_tensor>& ins, con
   } catch (const CallError& e) {
     raise_call_error(e);
   }
-  std::vector<unsigned char> scratch(size_t(ws) + 64);
+  std::vector<unsigned char> scratch;
+  try {
+    if (ws > PTRDIFF_MAX - 64) throw std::bad_alloc();
+    scratch.resize(size_t(ws) + 64);
+  } catch (const std::bad_alloc&) {
+    raise_call_error(CallError(std::string(def_->name) + ": cannot allocate " + std::to_string(ws) +
+                                   " bytes of workspace", false, true));
+  }
   void* ws_ptr = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
   try {
     py::gil_scoped_release release;

@@ -92,6 +92,9 @@ opf_tensor cuda_view_of(const py::handle& array, int device) {
 opf_tensor meta_of(int32_t dtype, const std::vector<int64_t>& shape) {
   opf_tensor t;
   std::memset(&t, 0, sizeof t);
+  if (shape.size() > OPF_MAX_DIMS)
+    throw py::value_error("a shape of " + std::to_string(shape.size()) + " dimensions; opforge's limit is " +
+                          std::to_string(OPF_MAX_DIMS));
   t.dtype = dtype;
   t.ndim = int32_t(shape.size());
   int64_t stride = 1;

@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from opforge.runtime.mapping import OpMapping
-from opforge.runtime.providers.native import DTYPE_CODES, CODE_DTYPES, NativeFactory, attribute_values
-from opforge.runtime.python_op import PythonOp
+from opforge.runtime.providers.native import (CODE_DTYPES, DTYPE_CODES, NativeFactory,
+                                              attribute_values, call_problem)
+from opforge.runtime.python_op import PythonOp, python_infer
 from opforge.runtime.registry import CPU, CUDA
 from opforge.runtime.types import TensorType
 
@@ -23,6 +24,11 @@ class CustomOps:
     libraries: list = field(default_factory=list)
     python_ops: list = field(default_factory=list)
     mappings: list = field(default_factory=list)
+
+    def op_types(self) -> set:
+        """(domain, op type) of every op the libraries and Python ops provide."""
+        found = {(h.domain, h.name) for lib in self.libraries for h in lib.op_table}
+        return found | {(op.domain, op.op_type) for op in self.python_ops}
 
 
 def collect(entries) -> CustomOps:
@@ -97,13 +103,12 @@ def make_custom_infer(registry, providers, opsets):
     def custom_infer(node, input_types):
         factory = registry.resolve(node.domain, node.op_type, opsets.get(node.domain, 1), providers)
         if isinstance(factory, NativeFactory):
+            if call_problem(factory.schema, node.inputs, len(node.outputs)):
+                return None   # binding the node refuses it, naming what is wrong
             return _native_infer(factory.handle, node, input_types)
         op = getattr(factory, "__self__", None)
         if isinstance(op, PythonOp) and op.infer is not None:
-            attrs = {**op.attrs, **node.attrs}
-            result = op.infer(*input_types, **attrs)
-            return [r if r is None or isinstance(r, TensorType) else TensorType(np.dtype(r[0]), tuple(r[1]))
-                    for r in result]
+            return python_infer(op, node, input_types)
         return None
 
     return custom_infer

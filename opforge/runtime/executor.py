@@ -9,6 +9,7 @@ from opforge.runtime.control_flow import bind_control_flow, is_control_flow
 from opforge.runtime.errors import GraphError, KernelError, KernelNotFoundError, RunCancelledError
 from opforge.runtime.graph import Graph, Node, topological_order
 from opforge.runtime.registry import BoundKernel, KernelRegistry
+from opforge.runtime.types import MAX_RANK
 
 BindKernel = Callable[[Node], BoundKernel]
 
@@ -161,6 +162,11 @@ def _run_kernel(step: Step, args: list[Any], call=None) -> Any:
     if len(results) < len([o for o in step.outputs if o]):
         raise KernelError(f"{step.node.label} returned {len(results)} values for "
                           f"{len(step.outputs)} outputs")
+    for name, value in zip(step.outputs, results):
+        if getattr(value, "ndim", 0) > MAX_RANK:
+            raise KernelError(f"{step.node.label} made output {name!r} of shape "
+                              f"{list(value.shape)}; opforge takes tensors of at most {MAX_RANK} "
+                              "dimensions")
     return outcome
 
 

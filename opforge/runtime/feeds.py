@@ -8,7 +8,7 @@ import onnx
 
 from opforge.runtime.errors import FeedError
 from opforge.runtime.graph import ValueInfo
-from opforge.runtime.types import dims_of, elem_dtype, value_type_string
+from opforge.runtime.types import MAX_RANK, dims_of, elem_dtype, is_elem_type, value_type_string
 
 
 def check_feeds(feed: Mapping[str, Any], required: list[ValueInfo],
@@ -60,6 +60,8 @@ def check_value(value: Any, type_proto: onnx.TypeProto | None, info: ValueInfo) 
                                                        info)
     if kind == "map_type" and not isinstance(value, dict):
         raise _mismatch(info, value)
+    if getattr(value, "ndim", 0) > MAX_RANK:
+        raise _too_many_dims(info, value)
     return value
 
 
@@ -67,8 +69,13 @@ def _check_tensor(value: Any, tensor: onnx.TypeProto.Tensor, info: ValueInfo) ->
     if value is None or isinstance(value, (list, tuple, dict)) and not _is_nested_numbers(value):
         raise _mismatch(info, value)
     array = np.asarray(value)
+    if array.ndim > MAX_RANK:
+        raise _too_many_dims(info, array)
     if not tensor.elem_type:
         return array
+    if not is_elem_type(tensor.elem_type):
+        raise FeedError(f"input {info.name!r} is declared of element type {tensor.elem_type}, "
+                        "which ONNX does not define")
     expected = elem_dtype(tensor.elem_type)
     if expected == object and array.dtype.kind in "USO":
         array = array.astype(object)
@@ -92,6 +99,11 @@ def _check_shape(array: np.ndarray, dims: tuple, info: ValueInfo) -> None:
         if isinstance(want, int) and want != got:
             raise FeedError(f"input {info.name!r} expects {describe(info)}, got an array of "
                             f"shape {list(array.shape)}: dimension {axis} is {got}, not {want}")
+
+
+def _too_many_dims(info: ValueInfo, value: Any) -> FeedError:
+    return FeedError(f"input {info.name!r} has {value.ndim} dimensions; opforge takes tensors "
+                     f"of at most {MAX_RANK}")
 
 
 def _mismatch(info: ValueInfo, value: Any) -> FeedError:

@@ -137,9 +137,11 @@ class Graph:
 
 def build_graph(proto: onnx.GraphProto, outer_names: Iterable[str] = ()) -> Graph:
     """Build the IR for ``proto``; ``outer_names`` are values enclosing graphs make visible."""
-    initializers = {t.name: numpy_helper.to_array(t) for t in proto.initializer}
+    where = f"graph {proto.name!r}"
+    initializers = {t.name: tensor_array(t, f"initializer {t.name!r} of {where}")
+                    for t in proto.initializer}
     for sparse in proto.sparse_initializer:
-        initializers[sparse.values.name] = sparse_to_dense(sparse)
+        initializers[sparse.values.name] = sparse_to_dense(sparse, where)
     graph = Graph(
         name=proto.name, nodes=[], initializers=initializers,
         inputs=[ValueInfo.from_proto(v) for v in proto.input],
@@ -160,7 +162,7 @@ def build_node(proto: onnx.NodeProto, visible: frozenset[str]) -> Node:
         if attr.ref_attr_name:
             raise GraphError(f"{node.label} has attribute {attr.name!r} referring to "
                              f"{attr.ref_attr_name!r} outside of a function body")
-        value = onnx.helper.get_attribute_value(attr)
+        value = _attribute_value(node, attr)
         if attr.type == onnx.AttributeProto.GRAPH:
             value = build_graph(value, visible)
         elif attr.type == onnx.AttributeProto.GRAPHS:
@@ -172,15 +174,46 @@ def build_node(proto: onnx.NodeProto, visible: frozenset[str]) -> Node:
     return node
 
 
-def sparse_to_dense(sparse: onnx.SparseTensorProto) -> np.ndarray:
+def _attribute_value(node: Node, attr: onnx.AttributeProto):
+    """The attribute's value; tensors are checked to hold the data their dims and type say."""
+    where = f"{node.label}: attribute {attr.name!r}"
+    try:
+        value = onnx.helper.get_attribute_value(attr)
+    except Exception as exc:  # an unset or unknown attribute type
+        raise GraphError(f"{where} cannot be read: {exc}") from None
+    if attr.type == onnx.AttributeProto.TENSOR:
+        tensor_array(value, where)
+    elif attr.type == onnx.AttributeProto.TENSORS:
+        for tensor in value:
+            tensor_array(tensor, where)
+    return value
+
+
+def tensor_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
+    """``tensor`` as an array; GraphError naming ``where`` if its data does not match its dims
+    and element type."""
+    try:
+        if any(d < 0 for d in tensor.dims):
+            raise ValueError(f"negative dims {list(tensor.dims)}")
+        return numpy_helper.to_array(tensor)
+    except Exception as exc:  # numpy and onnx report malformed data in several ways
+        raise GraphError(f"{where} cannot be read as a tensor of dims {list(tensor.dims)} and "
+                         f"element type {tensor.data_type}: {exc}") from None
+
+
+def sparse_to_dense(sparse: onnx.SparseTensorProto, where: str = "the graph") -> np.ndarray:
     """A SparseTensorProto as a dense array (indices linear [NNZ] or coordinates [NNZ, rank])."""
-    values = numpy_helper.to_array(sparse.values)
-    indices = numpy_helper.to_array(sparse.indices).astype(np.int64)
-    dense = np.zeros(tuple(sparse.dims), dtype=values.dtype)
-    if indices.ndim == 2:
-        dense[tuple(indices.T)] = values
-    else:
-        dense.reshape(-1)[indices] = values
+    name = f"sparse initializer {sparse.values.name!r} of {where}"
+    values = tensor_array(sparse.values, name)
+    indices = tensor_array(sparse.indices, name).astype(np.int64)
+    try:
+        dense = np.zeros(tuple(sparse.dims), dtype=values.dtype)
+        if indices.ndim == 2:
+            dense[tuple(indices.T)] = values
+        else:
+            dense.reshape(-1)[indices] = values
+    except (ValueError, IndexError, MemoryError) as exc:
+        raise GraphError(f"{name} does not fit its dims {list(sparse.dims)}: {exc}") from None
     return dense
 
 

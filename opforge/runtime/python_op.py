@@ -17,7 +17,8 @@ from typing import Callable
 
 import numpy as np
 
-from opforge.runtime.errors import KernelError
+from opforge.runtime.errors import GraphError, KernelError
+from opforge.runtime.types import TensorType
 
 
 @dataclass
@@ -69,7 +70,63 @@ class PythonKernel:
         if len(outputs) < len(self.node.outputs):
             raise KernelError(f"{self.node.label}: Python op {self.op.op_type} returned "
                               f"{len(outputs)} value(s) for {len(self.node.outputs)} output(s)")
-        return [np.asarray(v) if v is not None else None for v in outputs]
+        outputs = [np.asarray(v) if v is not None else None for v in outputs]
+        if self.op.infer is not None:
+            self._check(inputs, outputs)
+        return outputs
+
+    def _check(self, inputs: list, outputs: list) -> None:
+        """Each output the node names has the dtype and shape the op's infer gives for these
+        inputs; KernelError naming the output otherwise."""
+        types = [None if x is None else TensorType(x.dtype, x.shape) for x in inputs]
+        try:
+            expected = python_infer(self.op, self.node, types[:len(self.node.inputs)]) or []
+        except Exception as exc:  # python_infer raises GraphError for a malformed answer
+            raise KernelError(str(exc)) from None
+        for name, value, want in zip(self.node.outputs, outputs, expected):
+            if not name or want is None:
+                continue
+            problem = _mismatch(value, want)
+            if problem:
+                raise KernelError(f"{self.node.label}: Python op {self.op.op_type} returned {problem} "
+                                  f"for output {name!r}; its infer says {want.dtype}"
+                                  f"{list(want.shape) if want.shape is not None else ''}")
+
+
+def _mismatch(value, want: TensorType) -> str | None:
+    if value is None:
+        return "None"
+    if value.dtype != want.dtype:
+        return f"{value.dtype}{list(value.shape)}"
+    if want.shape is not None and (len(want.shape) != value.ndim or any(
+            isinstance(w, int) and w != got for w, got in zip(want.shape, value.shape))):
+        return f"{value.dtype}{list(value.shape)}"
+    return None
+
+
+def python_infer(op: PythonOp, node, input_types) -> "list | None":
+    """A Python op's infer for the node: TensorType per output, None where unknown. None when
+    its infer raises (types are then found at run time); GraphError when it returns something
+    that is not a type per output."""
+    try:
+        result = op.infer(*input_types, **{**op.attrs, **node.attrs})
+    except Exception:  # it needs full shapes or values: types are found at run time
+        return None
+    try:
+        return [None if r is None else TensorType(np.dtype(r[0]), _dims(r[1])) for r in result]
+    except Exception as exc:  # whatever it returned is not (dtype, shape) per output
+        raise GraphError(f"{node.label}: the infer of Python op {op.op_type} returned {result!r}, "
+                         f"not a (dtype, shape) or TensorType per output ({exc})") from None
+
+
+def _dims(shape) -> "tuple | None":
+    if shape is None:
+        return None
+    dims = tuple(shape)
+    if not all(d is None or isinstance(d, str) or (isinstance(d, (int, np.integer)) and d >= 0)
+               for d in dims):
+        raise ValueError(f"{list(dims)} is not a shape")
+    return dims
 
 
 def custom_op(op_type: str, domain: str = "", since: int = 1, inputs=None, outputs=None,

@@ -31,6 +31,7 @@ from opforge.runtime.providers.native import register_library
 from opforge.runtime.session_extras import SessionExtras
 from opforge.runtime.registry import CPU, CUDA, PROVIDERS, REFERENCE, KernelRegistry, default_registry
 from opforge.runtime.shapes import InferredTypes, infer_types
+from opforge.runtime.validation import check_graph
 
 logger = logging.getLogger("opforge.runtime")
 
@@ -81,6 +82,7 @@ class InferenceSession(SessionExtras):
         self.device = _cuda_device(self._providers, self._provider_options)
         self.registry = self._kernel_registry()
         graph = self._load(path_or_bytes, kwargs.get("base_dir"))
+        check_graph(graph, self._opsets, self._custom.op_types())
         self.types: InferredTypes = infer_types(
             graph, self._opsets, custom.make_custom_infer(self.registry, self._providers, self._opsets))
         for warning in self.types.warnings:

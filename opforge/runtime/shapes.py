@@ -8,9 +8,10 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from opforge.runtime.errors import GraphError
 from opforge.runtime.graph import Graph, Node
 from opforge.runtime.model import is_standard_domain
-from opforge.runtime.types import TensorType, dtype_elem, tensor_type
+from opforge.runtime.types import MAX_RANK, TensorType, dtype_elem, tensor_type
 
 TypeList = Sequence[Optional[TensorType]]
 CustomInfer = Callable[[Node, TypeList], Optional[TypeList]]
@@ -41,6 +42,7 @@ def infer_types(graph: Graph, opsets: dict[str, int],
     the ops downstream. Values nobody can type are left out (the executor sizes them at run
     time). Where a declared type conflicts with the inferred one, the inferred type wins and a
     warning says so. Never raises for a model onnx cannot infer; it warns and keeps declarations.
+    Raises GraphError for a value of more than MAX_RANK dimensions, naming the node making it.
     """
     result = InferredTypes()
     custom_nodes = [n for n in graph.nodes if not is_standard_domain(n.domain)]
@@ -50,10 +52,19 @@ def infer_types(graph: Graph, opsets: dict[str, int],
         added = _infer_custom(custom_nodes, result.values, known, custom_infer)
         if not added:
             break
+    _check_ranks(graph, result.values)
     _reconcile_declared(graph, result)
     for name, value in known.items():
         result.values.setdefault(name, value)
     return result
+
+
+def _check_ranks(graph: Graph, values: dict[str, TensorType]) -> None:
+    for name, value in values.items():
+        if value.shape is not None and len(value.shape) > MAX_RANK:
+            producer = next((n.label for n in graph.nodes if name in n.outputs), "the graph's inputs")
+            raise GraphError(f"value {name!r} (made by {producer}) has {len(value.shape)} "
+                             f"dimensions; opforge takes tensors of at most {MAX_RANK}")
 
 
 def _run_onnx_inference(graph: Graph, opsets: dict[str, int], extra: dict[str, TensorType],

@@ -9,12 +9,24 @@ import onnx
 Dim = Union[int, str, None]
 """A dimension: a fixed size, a symbolic name, or None when nothing is known."""
 
+MAX_RANK = 16
+"""The most dimensions a tensor may have anywhere in a session: feeds, inferred types, every
+kernel's results (the C ABI's OPF_MAX_DIMS, which every native kernel and compiled plan uses)."""
+
 
 class TensorType(NamedTuple):
     """A tensor's element type and shape; ``shape`` is None when even the rank is unknown."""
 
     dtype: np.dtype
     shape: tuple[Dim, ...] | None
+
+
+_ELEM_TYPES = frozenset(onnx.helper.get_all_tensor_dtypes())
+
+
+def is_elem_type(elem_type: int) -> bool:
+    """Whether ``elem_type`` is an element type ONNX defines (UNDEFINED is not)."""
+    return elem_type in _ELEM_TYPES
 
 
 def elem_dtype(elem_type: int) -> np.dtype:
@@ -24,6 +36,8 @@ def elem_dtype(elem_type: int) -> np.dtype:
 
 def elem_name(elem_type: int) -> str:
     """onnxruntime's name of an element type: FLOAT -> 'float', BFLOAT16 -> 'bfloat16'."""
+    if not is_elem_type(elem_type):
+        return f"unknown element type {elem_type}"
     return onnx.TensorProto.DataType.Name(elem_type).lower()
 
 
@@ -56,8 +70,9 @@ def kind_of(type_proto: onnx.TypeProto | None) -> str | None:
 
 
 def tensor_type(type_proto: onnx.TypeProto | None) -> TensorType | None:
-    """The dtype and shape of a tensor TypeProto, or None for another kind or an unset type."""
-    if kind_of(type_proto) != "tensor" or not type_proto.tensor_type.elem_type:
+    """The dtype and shape of a tensor TypeProto, or None for another kind or an unset (or
+    unknown) element type."""
+    if kind_of(type_proto) != "tensor" or not is_elem_type(type_proto.tensor_type.elem_type):
         return None
     tensor = type_proto.tensor_type
     shape = dims_of(tensor.shape) if tensor.HasField("shape") else None

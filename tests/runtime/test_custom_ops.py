@@ -135,3 +135,82 @@ def test_failing_custom_op_names_the_node(example_ops):
     for _ in range(2):
         with pytest.raises(opforge.OpError, match="sm.*temperature must be positive"):
             sess.run(None, {"x": np.ones((2, 2), np.float32)})
+
+
+CHECKED_OPS = r"""
+#include <cstring>
+#include <opforge/op.h>
+
+static void copy_x(opforge::KernelContext& ctx) {
+  std::memcpy(ctx.output(0).raw(), ctx.input(0).raw(), size_t(ctx.input(0).nbytes()));
+}
+static void dtype_1000(opforge::InferContext& ctx) { ctx.set_output(0, int32_t(1000), ctx.input(0).sizes()); }
+static void first_only(opforge::InferContext& ctx) { ctx.set_output_like(0, 0); }
+
+OPFORGE_OP(bad_dtype).domain("com.checked").input("X", {opforge::f32}).output("Y")
+    .infer(dtype_1000).compute(copy_x);
+OPFORGE_OP(maybe_two).domain("com.checked").input("X", {opforge::f32}).output("Y").optional_output("Z")
+    .infer(first_only).compute(copy_x);
+OPFORGE_OP(pair).domain("com.checked").input("A", {opforge::f32}).input("B", {opforge::f32}).output("Y")
+    .infer(opforge::same_as_input0).compute(copy_x);
+"""
+
+
+@pytest.fixture(scope="module")
+def checked_ops():
+    return opforge.load_inline("checked_ops", CHECKED_OPS)
+
+
+def checked_model(op_type, inputs, outputs):
+    node = helper.make_node(op_type, inputs, outputs, name="n", domain="com.checked")
+    return model([node], [tensor("x", [2, 3])], [tensor(o, None) for o in outputs if o],
+                 {"": 17, "com.checked": 1})
+
+
+def test_custom_infer_declaring_an_unknown_dtype_is_refused_naming_the_op(checked_ops):
+    sess = opforge.InferenceSession(checked_model("bad_dtype", ["x"], ["y"]), custom_ops=[checked_ops])
+    with pytest.raises(opforge.OpError, match="node 'n' \\(bad_dtype.*the unknown dtype 1000"):
+        sess.run(None, {"x": np.ones((2, 3), np.float32)})
+
+
+def test_an_output_the_node_names_but_the_op_leaves_unset_is_refused(checked_ops):
+    sess = opforge.InferenceSession(checked_model("maybe_two", ["x"], ["y", "z"]), custom_ops=[checked_ops])
+    with pytest.raises(opforge.OpError, match="node 'n' \\(maybe_two.*no type to output #1 \\('z'\\), which the node names"):
+        sess.run(None, {"x": np.ones((2, 3), np.float32)})
+    sess = opforge.InferenceSession(checked_model("maybe_two", ["x"], ["y", ""]), custom_ops=[checked_ops])
+    assert sess.run(None, {"x": np.ones((2, 3), np.float32)})[0].shape == (2, 3)
+
+
+@pytest.mark.parametrize("op_type, inputs, outputs, says", [
+    ("bad_dtype", ["x"], ["y", "z"], "bad_dtype has 1 output\\(s\\), the node names 2"),
+    ("pair", ["x"], ["y"], "pair takes 2 inputs, the node gives 1"),
+    ("pair", ["x", ""], ["y"], "pair's input #1 'B' is required, the node leaves it out"),
+    ("bad_dtype", ["x", "x"], ["y"], "bad_dtype takes 1 input, the node gives 2"),
+])
+def test_a_node_its_custom_op_cannot_serve_is_refused_at_session_creation(checked_ops, op_type, inputs,
+                                                                          outputs, says):
+    with pytest.raises(KernelNotFoundError, match=f"node 'n' \\({op_type}.*{says}"):
+        opforge.InferenceSession(checked_model(op_type, inputs, outputs), custom_ops=[checked_ops])
+
+
+def python_op_model():
+    return model([helper.make_node("Twice", ["x"], ["y"], name="t", domain="com.py")],
+                 [tensor("x", [2, 3])], [tensor("y", None)], {"": 17, "com.py": 1})
+
+
+@pytest.mark.parametrize("result, says", [
+    (lambda x: (2 * x).astype(np.float64), "returned float64\\[2, 3\\] for output 'y'; its infer says float32"),
+    (lambda x: np.concatenate([x, x]), "returned float32\\[4, 3\\] for output 'y'; its infer says float32\\[2, 3\\]"),
+    (lambda x: None, "returned None for output 'y'"),
+])
+def test_a_python_op_result_unlike_its_infer_is_refused(result, says):
+    op = opforge.custom_op("Twice", domain="com.py", infer=lambda x: [x])(result)
+    sess = opforge.InferenceSession(python_op_model(), custom_ops=[op])
+    with pytest.raises(opforge.runtime.KernelError, match=f"node 't' \\(Twice.*{says}"):
+        sess.run(None, {"x": np.ones((2, 3), np.float32)})
+
+
+def test_a_python_op_infer_that_returns_no_types_is_refused_naming_the_node():
+    op = opforge.custom_op("Twice", domain="com.py", infer=lambda x: [("no such dtype", [2])])(lambda x: 2 * x)
+    with pytest.raises(opforge.runtime.GraphError, match="node 't' \\(Twice.*infer of Python op Twice returned"):
+        opforge.InferenceSession(python_op_model(), custom_ops=[op])

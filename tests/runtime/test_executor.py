@@ -64,3 +64,13 @@ def test_a_failing_kernel_is_reported_with_its_node_and_inputs():
                                           r"CPUExecutionProvider with inputs \(float32\[1, 3\]\): "
                                           r"ValueError: bad things"):
         executor.run({"x": np.ones((1, 3), np.float32)})
+
+
+def test_a_kernel_result_of_more_than_16_dimensions_is_refused():
+    class Deep(Recording):
+        def run(self, inputs):
+            return [np.zeros([1] * 17, np.float32)]
+
+    executor = Executor(build_graph(chain_model().graph), Deep)
+    with pytest.raises(KernelError, match="node 'a' \\(Relu.*output 'r' of shape .*at most 16 dimensions"):
+        executor.run({"x": np.ones((2, 3), np.float32)})

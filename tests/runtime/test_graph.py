@@ -3,7 +3,7 @@ import random
 
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import TensorProto, helper
 
 from onnx_builders import chain_model, model, tensor
 from opforge.runtime.errors import GraphError
@@ -116,3 +116,17 @@ def test_node_attributes_and_initializers_are_python_values():
     np.testing.assert_array_equal(graph.initializers["w"], np.array([1, 2], np.float32))
     assert graph.inputs[0].tensor_type.shape == ("N", 3)
     assert graph.nodes[0].to_proto().attribute[0].ints == [1, 2]
+
+
+@pytest.mark.parametrize("dims, data", [([2, 4], [1.0] * 6), ([2**40], [1.0]), ([-1], [1.0])])
+def test_an_initializer_whose_data_does_not_match_its_dims_is_refused(dims, data):
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [1], [1.0])
+    weight.ClearField("dims")
+    weight.dims.extend(dims)
+    del weight.float_data[:]
+    weight.float_data.extend(data)
+    proto = model([helper.make_node("Add", ["x", "w"], ["y"])], [tensor("x", [2, 4])], [tensor("y", None)],
+                  initializers=[weight])
+    with pytest.raises(GraphError, match="initializer 'w' of graph 'test' cannot be read as a tensor of dims"):
+        build_graph(proto.graph)
+

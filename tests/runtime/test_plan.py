@@ -161,6 +161,41 @@ def test_light_model_planned_run_matches_onnxruntime():
         assert sess.memory_plan(feed) is not None, "the first run compiled no plan"
 
 
+def fed_shape_model(op_type):
+    """``op_type`` sized by a fed int64 vector: its values are not part of a plan's signature."""
+    x = [] if op_type == "ConstantOfShape" else ["x"]
+    node = helper.make_node(op_type, x + ["s"], ["y"], name="grow")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("s", TensorProto.INT64, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.ones((1, 1, 1), np.float32), "x")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("op_type", ["Expand", "ConstantOfShape", "Tile"])
+@pytest.mark.parametrize("dims, says", [
+    ([2**31, 2**31, 3], "does not fit in memory"),        # elements fit int64, bytes do not
+    ([2**32, 2**32, 1], "does not fit in memory"),        # elements do not fit int64
+    ([0, 2**62, 1], "does not fit in memory"),            # empty, but numpy cannot hold it either
+    ([2**20, 2**20, 64], "out of memory"),           # fits int64, fits no memory
+])
+def test_a_huge_size_reaching_a_compiled_plan_is_refused_naming_the_node(op_type, dims, says):
+    sess = opforge.InferenceSession(fed_shape_model(op_type))
+    small = {"s": np.array([2, 3, 1], np.int64)}
+    for _ in range(2):
+        assert sess.run(None, small)[0].shape == (2, 3, 1)
+    assert sess.memory_plan(small) is not None
+    with pytest.raises(opforge.OpError, match=f"node 'grow' \\({op_type}.*{says}"):
+        sess.run(None, {"s": np.array(dims, np.int64)})
+    assert sess.run(None, small)[0].shape == (2, 3, 1)   # the session stays usable
+
+
+@pytest.mark.parametrize("op_type", ["Expand", "ConstantOfShape", "Tile"])
+def test_a_huge_size_on_the_first_run_is_refused(op_type):
+    sess = opforge.InferenceSession(fed_shape_model(op_type))
+    with pytest.raises(opforge.OpError, match=f"node 'grow' \\({op_type}.*does not fit in memory"):
+        sess.run(None, {"s": np.array([2**31, 2**31, 3], np.int64)})
+
+
 def relu_model(dims=("n", 3)):
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(dims))],

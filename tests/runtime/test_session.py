@@ -129,6 +129,21 @@ def test_kernel_failure_names_the_node():
                                            "shape": np.array([3], np.int64)})
 
 
+def test_a_feed_of_more_than_16_dimensions_is_refused():
+    proto = model([helper.make_node("Relu", ["x"], ["y"])], [tensor("x", None)], [tensor("y", None)])
+    sess = InferenceSession(proto)
+    assert sess.run(None, {"x": np.ones([1] * 16, np.float32)})[0].ndim == 16
+    with pytest.raises(FeedError, match="input 'x' has 17 dimensions; opforge takes tensors of at most 16"):
+        sess.run(None, {"x": np.ones([1] * 17, np.float32)})
+
+
+def test_rank_limit_is_the_native_abi_limit():
+    from opforge import _core
+    from opforge.runtime.types import MAX_RANK
+
+    assert MAX_RANK == _core.MAX_DIMS
+
+
 @pytest.mark.parametrize("source", ["string", "int64"])
 def test_string_outputs_are_object_arrays_like_onnxruntime(source):
     node = (helper.make_node("Identity", ["s"], ["t"]) if source == "string"

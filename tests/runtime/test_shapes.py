@@ -1,8 +1,10 @@
 """Dtype and shape inference: onnx's for standard ops, custom_infer for others, conflicts warned."""
 import numpy as np
+import pytest
 from onnx import TensorProto, helper
 
 from onnx_builders import chain_model, model, tensor
+from opforge.runtime.errors import GraphError
 from opforge.runtime.graph import build_graph
 from opforge.runtime.shapes import infer_types
 from opforge.runtime.types import TensorType
@@ -61,3 +63,12 @@ def test_values_nobody_can_type_stay_unknown_or_as_declared():
     types = infer_types(build_graph(custom_model().graph), {"": 17, "com.example": 1})
     assert types.get("s") is None
     assert types.get("y") == TensorType(FLOAT32, None)  # only the declaration knows it
+
+
+def test_a_value_of_more_than_16_dimensions_is_refused_naming_its_node():
+    shape = helper.make_tensor("shape", TensorProto.INT64, [20], [1] * 19 + [-1])
+    proto = model([helper.make_node("Reshape", ["x", "shape"], ["y"], name="deep")],
+                  [tensor("x", [6])], [tensor("y", None)], initializers=[shape])
+    with pytest.raises(GraphError, match="value 'y' \\(made by node 'deep' \\(Reshape.*20 dimensions; "
+                                         "opforge takes tensors of at most 16"):
+        infer_types(build_graph(proto.graph), {"": 17})

@@ -7,7 +7,7 @@ import threading
 import numpy as np
 
 from opforge import _core
-from opforge.errors import OpError
+from opforge.errors import OpError, OpMemoryError
 from opforge.runtime.errors import KernelNotFoundError
 from opforge.runtime.model import is_standard_domain
 
@@ -44,6 +44,28 @@ def attribute_values(node) -> dict:
             value = value.to_proto()
         out[key] = value
     return out
+
+
+def call_problem(schema: dict, inputs: list, num_outputs: int) -> "str | None":
+    """Why an op of ``schema`` cannot serve a node with these input names ('' for one left
+    out) and this many outputs: too few or too many inputs, a required one left out, more
+    outputs than the op has. None when it can."""
+    params, outputs = schema["inputs"], schema["outputs"]
+    variadic = bool(params) and params[-1]["variadic"]
+    required = max((i + 1 for i, p in enumerate(params) if not (p["optional"] or p["variadic"])),
+                   default=0)
+    name = schema["name"]
+    if len(inputs) < required or (len(inputs) > len(params) and not variadic):
+        most = " or more" if variadic else "" if required == len(params) else f" to {len(params)}"
+        plural = "" if required == 1 and not most else "s"
+        return f"{name} takes {required}{most} input{plural}, the node gives {len(inputs)}"
+    for index, value in enumerate(inputs):
+        param = params[min(index, len(params) - 1)]
+        if not value and not param["optional"]:
+            return f"{name}'s input #{index} '{param['name']}' is required, the node leaves it out"
+    if num_outputs > len(outputs) and not (outputs and outputs[-1]["variadic"]):
+        return f"{name} has {len(outputs)} output(s), the node names {num_outputs}"
+    return None
 
 
 def dtype_allowed(schema_param: dict, dtype) -> bool:
@@ -100,10 +122,16 @@ class NativeKernel:
             return f"{self.provider} kernel {self.handle.name} takes at most {len(params)} inputs"
         return None
 
-    def output_types(self, inputs: list) -> list:
-        """(numpy dtype, shape) per node output, from the op's infer with the values at hand."""
-        return [None if t is None else (CODE_DTYPES[t[0]], t[1])
-                for t in self.handle.infer(_metas(inputs), self.attrs, self.num_outputs)]
+    def output_types(self, inputs: list, metas: "list | None" = None) -> list:
+        """(numpy dtype, shape) per node output, from the op's infer with the values at hand;
+        OpError when it leaves out an output the node names."""
+        types = self.handle.infer(metas if metas is not None else _metas(inputs), self.attrs,
+                                  self.num_outputs, True)
+        for index, (name, t) in enumerate(zip(self.node.outputs, types)):
+            if name and t is None:
+                raise OpError(f"{self.handle.name}: infer gave no type to output #{index} "
+                              f"({name!r}), which the node names")
+        return [None if t is None else (CODE_DTYPES[t[0]], t[1]) for t in types]
 
     def run(self, inputs: list) -> list:
         return self.run_traced(inputs)[0]
@@ -117,14 +145,15 @@ class NativeKernel:
         inputs = [None if x is None else np.asarray(x, order="C") for x in inputs]
         try:
             return self._run_native(inputs)
+        except OpMemoryError:
+            raise   # no kernel can make an output that large: the reference is not tried
         except OpError as exc:
             return self._recover(inputs, exc), None
 
     def _run_native(self, inputs: list) -> tuple:
         metas = _metas(inputs)
-        outputs = [None if t is None or not name else np.empty(t[1], CODE_DTYPES[t[0]])
-                   for t, name in zip(self.handle.infer(metas, self.attrs, self.num_outputs),
-                                      self.node.outputs)]
+        outputs = [None if t is None or not name else np.empty(t[1], t[0])
+                   for t, name in zip(self.output_types(inputs, metas), self.node.outputs)]
         workspace = self.handle.workspace_size(metas, self.attrs) if self.schema["has_workspace"] else 0
         self.handle.run(inputs, outputs, self.attrs, self.pool)
         return outputs, workspace
@@ -155,8 +184,19 @@ class NativeFactory:
     def __init__(self, handle, provider: str, pool=None, allow_fallback: bool = True):
         self.handle, self.provider, self.pool = handle, provider, pool
         self.allow_fallback = allow_fallback
+        self._schema = None
+
+    @property
+    def schema(self) -> dict:
+        """The op's schema, read once."""
+        if self._schema is None:
+            self._schema = self.handle.schema()
+        return self._schema
 
     def __call__(self, node, opset: int) -> NativeKernel:
+        why = call_problem(self.schema, node.inputs, len(node.outputs))
+        if why:
+            raise KernelNotFoundError(why)
         kernel = NativeKernel(self.handle, node, opset, self.provider, self.pool, self.allow_fallback)
         why = kernel.unsupported([None if t is None else t.dtype for t in node.input_types])
         if why:

@@ -22,6 +22,32 @@ _REPLACED_BY = {("", "Scatter"): ("ScatterElements", 11)}
 _FLATTENING_OPS = ("Softmax", "LogSoftmax", "Hardmax")
 
 
+def _topk_k(node: Node, inputs: list) -> str | None:
+    k = inputs[1] if len(inputs) > 1 else node.attrs.get("k")
+    if k is not None and np.size(k) == 1 and int(np.asarray(k).reshape(-1)[0]) < 0:
+        return f"k = {int(np.asarray(k).reshape(-1)[0])} is negative"
+    return None
+
+
+def _gather_elements_indices(node: Node, inputs: list) -> str | None:
+    data, indices = inputs[0], inputs[1]
+    if not isinstance(data, np.ndarray) or not isinstance(indices, np.ndarray) or not data.ndim \
+            or not indices.size:
+        return None
+    axis = int(node.attrs.get("axis", 0))
+    if not -data.ndim <= axis < data.ndim:
+        return None   # onnx.reference refuses this itself
+    size = data.shape[axis]
+    if indices.min() < -size or indices.max() >= size:
+        return f"an index of input 'indices' is outside [-{size}, {size - 1}] (axis {axis})"
+    return None
+
+
+# Input values onnx.reference accepts, or takes unbounded time on, that the spec (and
+# onnxruntime) refuse: (domain, op type) -> check giving the problem, or None.
+_VALUE_CHECKS = {("", "TopK"): _topk_k, ("", "GatherElements"): _gather_elements_indices}
+
+
 class ReferenceKernel:
     """Runs one node through an onnx.reference evaluator built once, when the node is bound.
 
@@ -61,6 +87,10 @@ class ReferenceKernel:
 
     def run(self, inputs: list) -> list:
         """Evaluate the node; returns one value per node output ("" outputs get None)."""
+        check = _VALUE_CHECKS.get((self.node.domain, self.node.op_type))
+        problem = check(self.node, inputs) if check is not None else None
+        if problem:
+            raise ValueError(f"{self.node.op_type}: {problem}")
         feeds = {name: inputs[p] for name, p in zip(self._input_names, self._positions)}
         results = self._evaluator.run(None, feeds, attributes={})
         by_name = dict(zip(self._output_names, results))

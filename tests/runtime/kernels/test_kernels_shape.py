@@ -463,3 +463,39 @@ def test_trilu(kernels, shape, k, upper):
 def test_trilu_float_and_bool(kernels):
     same(kernels, "Trilu", [rand(5, 7), ints(2)], dict(upper=0), opset=14)
     same(kernels, "Trilu", [rand(5, 7, dtype=np.bool_)], opset=14)
+
+
+# ---- scalars have no axis (as in onnxruntime), Range counts that are not finite ----
+
+@pytest.mark.parametrize("op_type, opset, inputs, attrs", [
+    ("Squeeze", 13, [np.float32(1), ints(0)], {}),
+    ("Split", 18, [np.float32(1)], dict(axis=0, num_outputs=1)),
+    ("Slice", 13, [np.float32(1), ints(0), ints(1), ints(0)], {}),
+    ("Pad", 18, [np.float32(1), ints(0, 0), None, ints(0)], {}),
+    ("Concat", 13, [np.float32(1), np.float32(2)], dict(axis=0)),
+    ("Softmax", 13, [np.float32(1)], dict(axis=0)),
+    ("Gather", 13, [np.float32(1), ints(0)], dict(axis=0)),
+])
+def test_axis_0_of_a_scalar_is_refused(kernels, op_type, opset, inputs, attrs):
+    op = kernels.op(op_type, domain="", version=opset)
+    with pytest.raises(opforge.OpError, match="out of range for rank 0|got a scalar|of rank >= 1"):
+        op(*[np.asarray(x) if x is not None else None for x in inputs], **attrs)
+
+
+@pytest.mark.parametrize("limit, delta", [(5.0, np.nan), (np.inf, 1.0), (1e30, 1e-30)])
+def test_range_whose_count_is_not_finite_or_too_big_is_refused(kernels, limit, delta):
+    op = kernels.op("Range", domain="", version=11)
+    with pytest.raises(opforge.OpError, match="element count"):
+        op(np.array(0.0), np.array(limit), np.array(delta))
+
+
+@pytest.mark.parametrize("op_type, inputs, attrs", [
+    ("Tile", [np.ones((2, 2), np.float32), ints(2, 2**62)], {}),              # 2 * 2**62 wrapped negative
+    ("Pad", [np.ones((2, 2), np.float32), ints(0, 2**62, 0, 2**62)], {}),
+    ("DepthToSpace", [np.ones((1, 4, 1, 1), np.float32)], dict(blocksize=2**32)),  # b*b wrapped to 0
+    ("SpaceToDepth", [np.ones((1, 1, 1, 1), np.float32)], dict(blocksize=2**32)),
+])
+def test_sizes_that_overflow_are_refused_not_wrapped(kernels, op_type, inputs, attrs):
+    op = kernels.op(op_type, domain="", version=13)
+    with pytest.raises(opforge.OpError, match="does not fit in memory|not divisible|negative"):
+        op(*inputs, **attrs)

@@ -24,6 +24,17 @@ using Shape = std::vector<int64_t>;
 #define OPFORGE_NUMERIC_DTYPES \
   {opforge::f32, opforge::f64, opforge::i32, opforge::i64}
 
+/// a + b and a * b for sizes, saturating at the int64 limits instead of wrapping: a saturated
+/// size is refused by the host as too large for memory, never mistaken for a small one.
+inline int64_t size_add(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
+}
+inline int64_t size_mul(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? ((a < 0) != (b < 0) ? INT64_MIN : INT64_MAX) : r;
+}
+
 /// Product of dims.
 inline int64_t numel(const Shape& s) {
   int64_t n = 1;
@@ -31,9 +42,10 @@ inline int64_t numel(const Shape& s) {
   return n;
 }
 
-/// Axis in [-rank, rank) -> [0, rank); throws naming the axis otherwise.
+/// Axis in [-rank, rank) -> [0, rank); throws naming the axis otherwise. A scalar (rank 0) has
+/// no axis at all, as in onnxruntime.
 inline int64_t normalize_axis(int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= (rank == 0 ? 1 : rank))
+  if (axis < -rank || axis >= rank)
     throw opforge::Error(opforge::str("axis ", axis, " is out of range for rank ", rank));
   return axis < 0 ? axis + rank : axis;
 }

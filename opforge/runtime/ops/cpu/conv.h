@@ -11,6 +11,8 @@
 namespace opforge_nn {
 
 using opforge::Tensor;
+using opforge_cpu::size_add;
+using opforge_cpu::size_mul;
 
 /// A window over up to 3 spatial axes. Ops with fewer axes are padded in front with size-1
 /// axes (kernel 1, stride 1, no pads), so one 3-D loop nest serves 1-D, 2-D and 3-D ops.
@@ -55,25 +57,25 @@ std::string auto_pad_of(const Ctx& ctx) {
 
 /// Output size and pads of one forward axis (Conv and the pools), by ONNX's rules.
 inline void resolve_axis(const std::string& auto_pad, bool ceil_mode, Window& w, int a) {
-  const int64_t in = w.in[a], s = w.stride[a], dk = (w.k[a] - 1) * w.dil[a] + 1;
+  const int64_t in = w.in[a], s = w.stride[a], dk = size_add(size_mul(w.k[a] - 1, w.dil[a]), 1);
   if (in < 0) {  // unknown during static shape inference
     w.out[a] = -1;
     return;
   }
   if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    w.out[a] = (in + s - 1) / s;
+    w.out[a] = size_add(in, s - 1) / s;
     const int64_t total = std::max<int64_t>(0, (w.out[a] - 1) * s + dk - in);
     w.pad[a] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
     w.pad_end[a] = total - w.pad[a];
     return;
   }
   if (auto_pad == "VALID") w.pad[a] = w.pad_end[a] = 0;
-  const int64_t span = in + w.pad[a] + w.pad_end[a] - dk;
-  OPFORGE_CHECK(span >= 0, "the (dilated) kernel ", dk, " is larger than the padded input ",
-                in + w.pad[a] + w.pad_end[a], " along spatial axis ", a - (3 - w.rank));
+  const int64_t padded = size_add(size_add(in, w.pad[a]), w.pad_end[a]), span = size_add(padded, -dk);
+  OPFORGE_CHECK(span >= 0, "the (dilated) kernel ", dk, " is larger than the padded input ", padded,
+                " along spatial axis ", a - (3 - w.rank));
   w.out[a] = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
   // A last window that would start inside the end padding is dropped (ONNX and onnxruntime).
-  if (ceil_mode && (w.out[a] - 1) * s >= in + w.pad[a]) --w.out[a];
+  if (ceil_mode && (w.out[a] - 1) * s >= size_add(in, w.pad[a])) --w.out[a];
 }
 
 /// The forward window of an op over input `x` (N, C, spatial...) with kernel dims `kernel`.

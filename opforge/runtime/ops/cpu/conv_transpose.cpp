@@ -14,6 +14,8 @@ using opforge::InferContext;
 using opforge::KernelContext;
 using opforge::Tensor;
 using opforge_nn::Window;
+using opforge_cpu::size_add;
+using opforge_cpu::size_mul;
 
 /// Geometry of a transposed convolution: w.in is X's spatial dims, w.out is Y's, w.pad the head
 /// pads of Y; tap k of input position i lands on output position i * stride - pad + k * dilation.
@@ -47,10 +49,11 @@ void resolve_transpose_axis(Window& w, int a, int64_t adj, int64_t pad_begin, in
     w.out[a] = out_shape > 0 ? out_shape : -1;
     return;
   }
-  const int64_t full = w.stride[a] * (w.in[a] - 1) + adj + (w.k[a] - 1) * w.dil[a] + 1;
+  const int64_t full = size_add(size_add(size_mul(w.stride[a], w.in[a] - 1), adj),
+                                size_add(size_mul(w.k[a] - 1, w.dil[a]), 1));
   const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
   if (out_shape > 0 || same) {
-    w.out[a] = out_shape > 0 ? out_shape : w.in[a] * w.stride[a];
+    w.out[a] = out_shape > 0 ? out_shape : size_mul(w.in[a], w.stride[a]);
     const int64_t total = std::max<int64_t>(0, full - w.out[a]);
     w.pad[a] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
   } else {

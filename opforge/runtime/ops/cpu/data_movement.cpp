@@ -236,10 +236,11 @@ void depth_to_space_infer(InferContext& ctx) {
   const Shape in = ctx.input(0).sizes();
   const int64_t b = block_size(ctx, in);
   crd_mode(ctx);
-  OPFORGE_CHECK(in[1] < 0 || in[1] % (b * b) == 0, "channels ", in[1], " are not divisible by blocksize^2 = ",
-                b * b);
+  const int64_t bb = size_mul(b, b);
+  OPFORGE_CHECK(in[1] < 0 || in[1] % bb == 0, "channels ", in[1], " are not divisible by blocksize^2 = ", bb);
   ctx.set_output(0, ctx.input(0).dtype(),
-                 {in[0], in[1] < 0 ? -1 : in[1] / (b * b), in[2] < 0 ? -1 : in[2] * b, in[3] < 0 ? -1 : in[3] * b});
+                 {in[0], in[1] < 0 ? -1 : in[1] / bb, in[2] < 0 ? -1 : size_mul(in[2], b),
+                  in[3] < 0 ? -1 : size_mul(in[3], b)});
 }
 
 void depth_to_space_compute(KernelContext& ctx) {
@@ -260,7 +261,8 @@ void space_to_depth_infer(InferContext& ctx) {
   OPFORGE_CHECK((in[2] < 0 || in[2] % b == 0) && (in[3] < 0 || in[3] % b == 0), "spatial dims ", in[2], "x",
                 in[3], " are not divisible by blocksize ", b);
   ctx.set_output(0, ctx.input(0).dtype(),
-                 {in[0], in[1] < 0 ? -1 : in[1] * b * b, in[2] < 0 ? -1 : in[2] / b, in[3] < 0 ? -1 : in[3] / b});
+                 {in[0], in[1] < 0 ? -1 : size_mul(in[1], size_mul(b, b)), in[2] < 0 ? -1 : in[2] / b,
+                  in[3] < 0 ? -1 : in[3] / b});
 }
 
 void space_to_depth_compute(KernelContext& ctx) {

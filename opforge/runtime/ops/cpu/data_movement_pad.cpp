@@ -56,7 +56,7 @@ template <class Ctx> PadSpec pad_spec(const Ctx& ctx, int version) {
 Shape padded_shape(const Shape& in, const PadSpec& spec) {
   Shape out(in.size());
   for (size_t d = 0; d < in.size(); ++d) {
-    out[d] = in[d] < 0 ? -1 : in[d] + spec.begin[d] + spec.end[d];
+    out[d] = in[d] < 0 ? -1 : size_add(size_add(in[d], spec.begin[d]), spec.end[d]);
     OPFORGE_CHECK(in[d] < 0 || out[d] >= 0, "'pads' crop axis ", d, " of size ", in[d], " below zero");
   }
   return out;

@@ -129,7 +129,7 @@ template <class Ctx> Shape tile_repeats(const Ctx& ctx) {
 void tile_infer(InferContext& ctx) {
   const Shape reps = tile_repeats(ctx);
   Shape out = ctx.input(0).sizes();
-  for (size_t d = 0; d < out.size(); ++d) out[d] = out[d] < 0 ? -1 : out[d] * reps[d];
+  for (size_t d = 0; d < out.size(); ++d) out[d] = out[d] < 0 ? -1 : size_mul(out[d], reps[d]);
   ctx.set_output(0, ctx.input(0).dtype(), out);
 }
 

@@ -335,8 +335,8 @@ struct SquaredDeviationPolicy : SumPolicy<T> {
 inline std::vector<bool> axes_mask(int64_t rank, const std::vector<int64_t>& axes) {
   std::vector<bool> mask(size_t(rank), false);
   for (int64_t a : axes) {
-    const int64_t axis = normalize_axis(a, rank);  // a scalar accepts axis 0, which reduces nothing
-    if (rank > 0) mask[size_t(axis)] = true;
+    if (rank == 0 && a == 0) continue;  // onnxruntime's reductions take axis 0 of a scalar: a no-op
+    mask[size_t(normalize_axis(a, rank))] = true;
   }
   return mask;
 }

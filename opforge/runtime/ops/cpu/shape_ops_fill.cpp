@@ -61,9 +61,12 @@ template <class T, class M, class Ctx> void range_scalars(const Ctx& ctx, M& sta
   OPFORGE_CHECK(delta != M(0), "input 'delta' must not be 0");
 }
 
-/// Elements Range produces, computed in double as onnxruntime does.
+/// Elements Range produces, computed in double as onnxruntime does; throws when that count is
+/// not finite (a NaN or infinite input) or does not fit in int64.
 template <class M> int64_t range_count(M start, M limit, M delta) {
   const double n = std::ceil((double(limit) - double(start)) / double(delta));
+  OPFORGE_CHECK(std::isfinite(n), "the element count ceil((limit - start) / delta) is not finite");
+  OPFORGE_CHECK(n < 0x1p63, "the element count ", n, " does not fit in int64");
   return n > 0 ? int64_t(n) : 0;
 }
 
