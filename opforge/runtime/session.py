@@ -227,6 +227,9 @@ class InferenceSession:
         model = onnx.ModelProto()
         model.CopyFrom(self._model)
         model.graph.CopyFrom(graph.to_proto())
+        imported = {o.domain for o in model.opset_import}
+        for domain in sorted({n.domain for n in graph.nodes} - imported - {"ai.onnx"}):
+            model.opset_import.append(onnx.helper.make_opsetid(domain, 1))  # added by a fusion
         return model
 
 

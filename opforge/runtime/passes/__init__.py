@@ -8,6 +8,9 @@ from opforge.runtime.graph import Graph
 from opforge.runtime.options import GraphOptimizationLevel
 from opforge.runtime.passes.constant_folding import fold_constants
 from opforge.runtime.passes.dead_code import remove_dead_nodes
+from opforge.runtime.passes.fold_batchnorm import fold_batchnorm
+from opforge.runtime.passes.fuse_conv_activation import fuse_conv_activation
+from opforge.runtime.passes.fuse_conv_add import fuse_conv_add
 from opforge.runtime.shapes import InferredTypes
 
 
@@ -22,11 +25,16 @@ class PassContext:
 GraphPass = Callable[[Graph, PassContext], int]
 """A pass rewrites the graph in place and returns how many nodes it changed."""
 
+# As onnxruntime: rewrites into standard ops are basic; fusions into contrib (com.microsoft)
+# ops are extended. Conv+Add runs before Conv+activation, so Conv+Add+Relu ends in one node.
+BASIC = [fold_constants, remove_dead_nodes, fold_batchnorm]
+EXTENDED = BASIC + [fuse_conv_add, fuse_conv_activation]
+
 PASSES: dict[GraphOptimizationLevel, list[GraphPass]] = {
     GraphOptimizationLevel.ORT_DISABLE_ALL: [],
-    GraphOptimizationLevel.ORT_ENABLE_BASIC: [fold_constants, remove_dead_nodes],
-    GraphOptimizationLevel.ORT_ENABLE_EXTENDED: [fold_constants, remove_dead_nodes],
-    GraphOptimizationLevel.ORT_ENABLE_ALL: [fold_constants, remove_dead_nodes],
+    GraphOptimizationLevel.ORT_ENABLE_BASIC: BASIC,
+    GraphOptimizationLevel.ORT_ENABLE_EXTENDED: EXTENDED,
+    GraphOptimizationLevel.ORT_ENABLE_ALL: EXTENDED,
 }
 
 
