@@ -152,7 +152,8 @@ class InferenceSession(SessionExtras):
     def _optimize(self, graph: Graph) -> None:
         """Run the passes of the session's optimization level; save the result if asked."""
         self.pass_stats = run_passes(graph, self._sess_options.graph_optimization_level,
-                                     PassContext(self.host_dispatcher.bind, self.types))
+                                     PassContext(self.host_dispatcher.bind, self.types,
+                                                 on_device=self.device is not None))
         if self._sess_options.optimized_model_filepath:
             onnx.save(self._optimized_model(graph), self._sess_options.optimized_model_filepath)
 
@@ -256,6 +257,9 @@ class InferenceSession(SessionExtras):
         model = onnx.ModelProto()
         model.CopyFrom(self._model)
         model.graph.CopyFrom(graph.to_proto())
+        imported = {o.domain for o in model.opset_import}
+        for domain in sorted({n.domain for n in graph.nodes} - imported - {"ai.onnx"}):
+            model.opset_import.append(onnx.helper.make_opsetid(domain, 1))  # added by a fusion
         return model
 
 
