@@ -3,8 +3,9 @@
     python benchmarks/fuzz.py --cases 20000 --seed 1 [--workers 2] [--timeout 30] [--ort]
                               [--save FOLDER] [--replay FOLDER/CASE]
 
-Prints how many cases ran, were refused with an opforge error, escaped as another exception
-("bare"), crashed the worker or hung, with the crashes, hangs and bare exceptions by mutation
+Prints how many cases ran, were refused with an opforge error, were cancelled after running
+too long ("slow"), escaped as another exception ("bare"), crashed the worker or hung (did not
+stop even when cancelled), with the crashes, hangs and bare exceptions by mutation
 and by error. ``--save`` writes a reproducer for each of those (model.onnx, runs.pkl with the
 feeds of each run, verdict.txt); ``--replay`` runs one in this process. ``--ort`` also runs each
 case on onnxruntime and lists where the two disagree on refusing a case. Cases come from
@@ -93,7 +94,7 @@ class Tally:
     def report(self, args, seconds: float) -> None:
         print(f"{self.total} cases (seed {args.seed}) in {seconds:.0f}s on {args.workers} workers, "
               f"load average {os.getloadavg()[0]:.2f}")
-        for verdict in ("ran", "refused") + FINDINGS:
+        for verdict in ("ran", "refused", "slow") + FINDINGS:
             print(f"  {verdict:<8}{self.verdicts[verdict]:>8}")
         for title, counter in (("findings by mutation", self.by_mutation), ("findings by error", self.by_error)):
             if counter:

@@ -3,8 +3,10 @@
 
 Each case: create an InferenceSession with the case's options, then run it once per feed dict of
 ``case.runs`` (later runs use the compiled plan). Outcomes: "ran"; "refused", an opforge error;
-"bare", any other exception escaping opforge's public API. Memory is capped so that a huge
-allocation fails instead of exhausting the machine.
+"bare", any other exception escaping opforge's public API; "slow", a run that was still going
+after RUN_BUDGET seconds and stopped when its RunOptions.terminate was set (a run that does not
+stop is the caller's "hang"). Memory is capped so that a huge allocation fails instead of
+exhausting the machine.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fuzzing import Outcome, read_frame, write_frame  # noqa: E402
 
 MEMORY_LIMIT = 8 << 30   # bytes of address space
+RUN_BUDGET = 10.0        # seconds a run may take before it is cancelled
 
 
 def run_opforge(case) -> Outcome:
@@ -32,12 +35,33 @@ def run_opforge(case) -> Outcome:
     try:
         session = opforge.InferenceSession(case.model, options)
         for feeds in case.runs:
-            session.run(None, feeds)
+            if _run_within_budget(session, feeds):
+                return Outcome("slow", "", f"a run took over {RUN_BUDGET:.0f}s and stopped when cancelled")
     except OpforgeError as exc:
         return Outcome("refused", type(exc).__name__, str(exc)[:500])
     except Exception as exc:  # anything else escaping the public API is a finding
         return Outcome("bare", type(exc).__name__, _where(exc) + str(exc)[:500])
     return Outcome("ran")
+
+
+def _run_within_budget(session, feeds) -> bool:
+    """Run once; True if the run was cancelled for going over RUN_BUDGET."""
+    import threading
+
+    from opforge.runtime import RunCancelledError, RunOptions
+
+    options = RunOptions()
+    watchdog = threading.Timer(RUN_BUDGET, setattr, (options, "terminate", True))
+    watchdog.start()
+    try:
+        session.run(None, feeds, options)
+    except RunCancelledError:
+        if options.terminate:
+            return True
+        raise
+    finally:
+        watchdog.cancel()
+    return False
 
 
 def run_ort(case) -> Outcome:

@@ -1,11 +1,12 @@
 """If, Loop, Scan, SequenceMap: kernels that run their subgraphs with the session's own kernels."""
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from opforge.runtime.errors import KernelError
+from opforge.runtime.errors import KernelError, RunCancelledError
 from opforge.runtime.graph import Graph, Node
 from opforge.runtime.registry import CPU
 
@@ -16,8 +17,22 @@ class SubgraphRunner(Protocol):
     graph: Graph
     outer_refs: list[str]
 
-    def run(self, env: dict[str, Any]) -> list[Any]:
+    def run(self, env: dict[str, Any], run_options=None) -> list[Any]:
         """Run the subgraph on ``env``; return its outputs in order."""
+
+
+RUN_OPTIONS: ContextVar = ContextVar("opforge_run_options", default=None)
+"""The RunOptions of the run in progress on this thread (set by the session), so that a loop
+stops between iterations when its ``terminate`` is set, as the executor does between nodes."""
+
+
+def run_body(body: SubgraphRunner, env: dict[str, Any], node: Node, iteration: int) -> list[Any]:
+    """One iteration of a loop's body; RunCancelledError first if the run was cancelled."""
+    options = RUN_OPTIONS.get()
+    if options is not None and options.terminate:
+        raise RunCancelledError(f"run cancelled (RunOptions.terminate) at iteration {iteration} of "
+                                f"{node.label}")
+    return body.run(env, options)
 
 
 Compile = Callable[[Graph], SubgraphRunner]
@@ -94,7 +109,7 @@ class LoopKernel(_ControlFlowKernel):
             env[self.body_inputs[0]] = np.array(iteration, dtype=np.int64)
             env[self.body_inputs[1]] = np.array(keep_going)
             env.update(zip(self.body_inputs[2:], carried))
-            outputs = self.body.run(env)
+            outputs = run_body(self.body, env, self.node, iteration)
             keep_going = bool(np.asarray(outputs[0]).reshape(-1)[0])
             carried = outputs[1:1 + self.carried]
             if scans is None:
@@ -143,7 +158,7 @@ class ScanKernel(_ControlFlowKernel):
                       for j, (x, axis) in enumerate(zip(scanned, in_axes))]
             env = dict(outer)
             env.update(zip(self.body_inputs, list(states) + slices))
-            outputs = self.body.run(env)
+            outputs = run_body(self.body, env, self.node, step)
             states = outputs[:len(states)]
             per_step.append(outputs[len(states):])
         return list(states) + self._scan_outputs(per_step, len(states), attrs)
@@ -196,7 +211,7 @@ class SequenceMapKernel(_ControlFlowKernel):
             env = dict(outer)
             env.update((name, value[index] if isinstance(value, list) else value)
                        for name, value in zip(self.body_inputs, explicit))
-            for collected, value in zip(results, self.body.run(env)):
+            for collected, value in zip(results, run_body(self.body, env, self.node, index)):
                 collected.append(value)
         return results
 

@@ -16,6 +16,7 @@ from opforge import _core
 from opforge.runtime import custom, native
 from opforge.runtime import ops as _ops  # noqa: F401  (registers the built-in Python kernels)
 from opforge.runtime import providers as _providers  # noqa: F401  (registers the reference kernels)
+from opforge.runtime.control_flow import RUN_OPTIONS
 from opforge.runtime.errors import FeedError
 from opforge.runtime.executor import Dispatcher, Executor
 from opforge.runtime.feeds import as_output, check_feeds
@@ -168,8 +169,12 @@ class InferenceSession(SessionExtras):
             if name not in known:
                 raise FeedError(f"unknown output {name!r}; the model's outputs are {sorted(known)}")
         env = check_feeds(input_feed, self._required, self._overridable)
-        with self._on_device():
-            values = dict(zip(self._executor.output_names, self._runner.run(env, run_options)))
+        token = RUN_OPTIONS.set(run_options)   # loops inside the run watch it too
+        try:
+            with self._on_device():
+                values = dict(zip(self._executor.output_names, self._runner.run(env, run_options)))
+        finally:
+            RUN_OPTIONS.reset(token)
         return [as_output(values[name]) for name in names]
 
     def get_inputs(self) -> list[NodeArg]:

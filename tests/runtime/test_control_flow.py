@@ -117,3 +117,31 @@ def test_sequence_map_body_reads_outer_values():
     xs = [np.array([1.0, 2.0], np.float32), np.array([3.0], np.float32)]
     ys, = InferenceSession(proto).run(None, {"xs": xs, "bias": np.array([0.5], np.float32)})
     assert [y.tolist() for y in ys] == [[0.5, 1.5], [2.5]]
+
+
+def counting_loop_model():
+    """A Loop of a fed trip count whose body adds one to a carried value."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]), helper.make_node("Add", ["v_in", "one"], ["v_out"])],
+        "body", [tensor("i", [], TensorProto.INT64), tensor("c_in", [], TensorProto.BOOL), tensor("v_in", [])],
+        [tensor("c_out", [], TensorProto.BOOL), tensor("v_out", [])],
+        [helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])])
+    node = helper.make_node("Loop", ["n", "", "v"], ["out"], name="long", body=body)
+    return model([node], [tensor("n", [], TensorProto.INT64), tensor("v", [])], [tensor("out", [])])
+
+
+@pytest.mark.parametrize("planned", [False, True])
+def test_a_loop_stops_between_iterations_when_the_run_is_cancelled(planned):
+    import threading
+
+    from opforge.runtime import RunCancelledError, RunOptions
+
+    sess = InferenceSession(counting_loop_model())
+    feed = {"n": np.array(3, np.int64), "v": np.array(0.0, np.float32)}
+    assert float(sess.run(None, feed)[0]) == 3.0
+    if planned:
+        assert float(sess.run(None, feed)[0]) == 3.0   # the compiled plan runs the loop next
+    options = RunOptions()
+    threading.Timer(0.3, setattr, (options, "terminate", True)).start()
+    with pytest.raises(RunCancelledError, match="run cancelled \\(RunOptions.terminate\\)"):
+        sess.run(None, {**feed, "n": np.array(2**62, np.int64)}, options)
