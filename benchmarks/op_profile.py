@@ -105,7 +105,7 @@ def profile(name: str, model: onnx.ModelProto, feed: dict, threads: int, repeat:
         theirs = _ort_times(model, feed, threads, repeat, folder)
         ours = _opforge_times(model, feed, threads, repeat, folder)
     flops = conv_flops(model, feed)
-    print(f"\n{name}: ms per run by op type (opforge's trace times each node on its Python executor)")
+    print(f"\n{name}: ms per run by op type (both traces time the nodes of their runtime's own execution plan)")
     print(f"{'op type':<28}{'ort ms':>9}{'opforge ms':>12}{'ratio':>8}")
     for op in sorted(set(theirs) | set(ours), key=lambda o: -max(theirs.get(o, 0), ours.get(o, 0))):
         a, b = theirs.get(op, 0.0), ours.get(op, 0.0)

@@ -2,6 +2,7 @@
 // writing planned arena offsets; Python steps get numpy views and hand back arrays.
 #include "executor.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstdint>
 #include <cstring>
@@ -32,6 +33,11 @@ void set_contiguous(opf_tensor& t) {
   }
   t.device_type = OPF_CPU;
   t.device_id = 0;
+}
+
+/// Seconds on the steady clock, which is CLOCK_MONOTONIC as Python's time.perf_counter on Linux.
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 /// A failure inside the loop, raised as an opforge error once the GIL is held again.
@@ -77,6 +83,7 @@ struct Plan::Run {
   char* arena = nullptr;
   std::vector<void*> scratch;
   std::vector<py::object> dead;  // Python values to drop once the GIL is held
+  std::vector<std::tuple<int, double, double>> times;  // when profiling: (step, start, seconds)
   std::vector<opf_tensor> ins, outs;  // per-step views, reused so the loop does not allocate
 };
 
@@ -273,6 +280,7 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
           if (py::bool_(cancel.attr("terminate")))
             throw StepError{"run cancelled (RunOptions.terminate) before " + s.label};
         }
+        const double started = profiling_ ? now_seconds() : 0.0;
         if (s.op) {
           if (!nogil) nogil.reset(new py::gil_scoped_release());
           run_native(r, s);
@@ -281,6 +289,7 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
           r.dead.clear();
           run_python(r, s);
         }
+        if (profiling_) r.times.emplace_back(int(step - steps_.data()), started, now_seconds() - started);
         release(r, s);
       }
     } catch (StepError& e) {
@@ -298,9 +307,24 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
       failure = StepError{(step ? step->label : std::string("the plan")) + " failed: " + e.what()};
     }
   }
+  if (!r.times.empty()) {
+    std::lock_guard<std::mutex> lock(profile_mu_);
+    profile_.insert(profile_.end(), r.times.begin(), r.times.end());
+  }
   if (!failure.message.empty())
     raise_call_error(CallError(failure.message, failure.bad_argument, failure.too_big));
   return collect_outputs(r, outputs);
+}
+
+py::list Plan::take_profile() {
+  std::vector<std::tuple<int, double, double>> taken;
+  {
+    std::lock_guard<std::mutex> lock(profile_mu_);
+    taken.swap(profile_);
+  }
+  py::list out;
+  for (auto& t : taken) out.append(py::make_tuple(std::get<0>(t), std::get<1>(t), std::get<2>(t)));
+  return out;
 }
 
 void Plan::release(Run& r, const PlanStep& s) {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "attrs.h"
@@ -54,6 +55,11 @@ class Plan {
   py::list run(const std::vector<std::pair<int, py::object>>& feeds, const std::vector<int>& outputs,
                py::object cancel);
 
+  /// With `on`, later runs time every step; take_profile() hands back and forgets the
+  /// (step index, start, seconds) of each, start on the clock of Python's time.perf_counter.
+  void set_profiling(bool on) { profiling_ = on; }
+  py::list take_profile();
+
   int64_t arena_bytes() const { return arena_bytes_; }
   size_t num_steps() const { return steps_.size(); }
 
@@ -80,6 +86,9 @@ class Plan {
   ThreadPool* pool_;
   std::mutex arenas_mu_;
   std::vector<char*> free_arenas_;
+  bool profiling_ = false;
+  std::mutex profile_mu_;
+  std::vector<std::tuple<int, double, double>> profile_;
 };
 
 }  // namespace opforge_core

@@ -72,6 +72,8 @@ PYBIND11_MODULE(_core, m) {
       .def("add_native", &Plan::add_native)
       .def("add_python", &Plan::add_python)
       .def("run", &Plan::run, py::arg("feeds"), py::arg("outputs"), py::arg("cancel") = py::none())
+      .def("set_profiling", &Plan::set_profiling, py::arg("on"))
+      .def("take_profile", &Plan::take_profile)
       .def_property_readonly("arena_bytes", &Plan::arena_bytes)
       .def_property_readonly("num_steps", &Plan::num_steps);
 

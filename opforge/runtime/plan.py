@@ -122,8 +122,9 @@ class PlannedExecutor:
     guards only the cache itself. A signature whose plan failed to compile runs on the Python
     executor and is tried again after 1, 2, 4, ... further runs (up to every 64th)."""
 
-    def __init__(self, executor: Executor, pool, enabled: bool = True, capacity: int = 32):
-        self.executor, self.pool, self.enabled = executor, pool, enabled
+    def __init__(self, executor: Executor, pool, enabled: bool = True, capacity: int = 32,
+                 profile: bool = False):
+        self.executor, self.pool, self.enabled, self.profile = executor, pool, enabled, profile
         self.capacity = max(1, capacity)
         self._plans: OrderedDict = OrderedDict()   # signature -> CompiledPlan or _Failure
         self._lock = threading.Lock()
@@ -140,7 +141,9 @@ class PlannedExecutor:
         record = Recording()
         outputs = self.executor.run(env, run_options, record=record)
         try:
-            self._put(key, compile_plan(self.executor, record, env, self.pool))
+            plan = compile_plan(self.executor, record, env, self.pool)
+            plan.core.set_profiling(self.profile)
+            self._put(key, plan)
         except Exception as exc:  # a plan is an optimisation: without one, runs stay correct
             failure = entry.next() if isinstance(entry, _Failure) else _Failure()
             logger.warning("no execution plan for this input signature (%s: %s); its runs stay on "
@@ -148,6 +151,13 @@ class PlannedExecutor:
                            failure.wait)
             self._put(key, failure)
         return outputs
+
+    def take_profile(self) -> list:
+        """(step, start, seconds) of every step the compiled plans ran since the last call."""
+        with self._lock:
+            plans = [p for p in self._plans.values() if isinstance(p, CompiledPlan)]
+        steps = self.executor.steps
+        return [(steps[i], start, seconds) for plan in plans for i, start, seconds in plan.core.take_profile()]
 
     def plan_for(self, env: dict) -> "CompiledPlan | None":
         """The compiled plan of `env`'s signature, if a run with it has made one."""

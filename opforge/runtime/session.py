@@ -101,10 +101,9 @@ class InferenceSession(SessionExtras):
             self._executor.profile = []
             self._profile_start = time.perf_counter()
             self._profile_start_ns = time.time_ns()
-        # profiling times each node on the Python executor, so it bypasses the compiled plans
-        self._runner = PlannedExecutor(self._executor, self._pool,
-                                       self._sess_options.enable_mem_pattern and not profiling,
-                                       self._sess_options.plan_cache_size)
+        # profiling times each step of the compiled plans (and of the recording runs)
+        self._runner = PlannedExecutor(self._executor, self._pool, self._sess_options.enable_mem_pattern,
+                                       self._sess_options.plan_cache_size, profile=profiling)
         self._report_fallback()
 
     def _kernel_registry(self) -> KernelRegistry:
@@ -222,7 +221,8 @@ class InferenceSession(SessionExtras):
         events = [{"name": step.node.name or step.node.outputs[0], "cat": "Node", "ph": "X",
                    "ts": (start - self._profile_start) * 1e6, "dur": seconds * 1e6, "pid": os.getpid(),
                    "tid": 0, "args": {"op_type": step.node.op_type, "provider": step.kernel.provider}}
-                  for step, start, seconds in self._executor.profile]
+                  for step, start, seconds in sorted(self._executor.profile + self._runner.take_profile(),
+                                                     key=lambda event: event[1])]
         path = f"{self._sess_options.profile_file_prefix}_{time.strftime('%Y-%m-%d_%H-%M-%S')}.json"
         with open(path, "w") as f:
             json.dump(events, f)

@@ -1,9 +1,5 @@
 """Conv fusions: BatchNormalization folded into Conv/Gemm weights, Conv+Add(+activation) and
-Conv+activation as com.microsoft FusedConv; and the FusedConv kernel itself against onnxruntime.
-
-Each fusion is checked four ways: the pattern became the fused node, pass_stats counts it, the
-result equals the unfused graph's (optimizations off) and onnxruntime's, and a saved optimized
-model holds the fused node and runs the same in onnxruntime."""
+Conv+activation as com.microsoft FusedConv; and the FusedConv kernel itself against onnxruntime."""
 import numpy as np
 import onnx
 import pytest
@@ -11,12 +7,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnxruntime as ort
 import opforge
+from fusion_check import ATOL, LEVEL, RTOL, check_fusion, feeds_for, rng, session
 from numeric import assert_close, assert_would_catch, scaled_atol
 from onnx_builders import tensor
-
-LEVEL = opforge.GraphOptimizationLevel
-RTOL, ATOL = 1e-5, 1e-5
-rng = np.random.default_rng(0)
 
 
 def conv_model(tail, x_shape=(1, 8, 9, 9), m=8, k=3, bias=True, extra_inputs=(), outputs=("y",), opset=17,
@@ -34,47 +27,6 @@ def conv_model(tail, x_shape=(1, 8, 9, 9), m=8, k=3, bias=True, extra_inputs=(),
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     return model
-
-
-def session(model, level=LEVEL.ORT_ENABLE_ALL, path=""):
-    options = opforge.SessionOptions()
-    options.graph_optimization_level = level
-    options.optimized_model_filepath = path
-    return opforge.InferenceSession(model.SerializeToString(), options)
-
-
-def feeds_for(model):
-    out = {}
-    for value in model.graph.input:
-        shape = [d.dim_value for d in value.type.tensor_type.shape.dim]
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type)
-        out[value.name] = rng.standard_normal(shape).astype(dtype)
-    return out
-
-
-def check_fusion(model, tmp_path, fused_ops, stat, count=1, level=LEVEL.ORT_ENABLE_ALL):
-    """Runs the four checks of the module docstring; returns the fused session."""
-    feeds = feeds_for(model)
-    saved = str(tmp_path / "optimized.onnx")
-    fused = session(model, level, saved)
-    assert [op for _, op, _ in fused.node_providers()] == fused_ops
-    assert all(p == "CPUExecutionProvider" for _, _, p in fused.node_providers())
-    assert fused.pass_stats[stat] == count
-    plain = session(model, LEVEL.ORT_DISABLE_ALL).run(None, feeds)
-    oracle = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
-    for _ in range(2):   # the first run records, the second runs the compiled plan
-        got = fused.run(None, feeds)
-        for g, p, o in zip(got, plain, oracle):
-            assert_close(g, p, RTOL, scaled_atol(p, ATOL), "fused vs unfused")
-            assert_close(g, o, RTOL, scaled_atol(o, ATOL), "fused vs onnxruntime")
-    reloaded = onnx.load(saved)
-    assert [n.op_type for n in reloaded.graph.node] == fused_ops
-    domains = {n.domain for n in reloaded.graph.node} - {""}
-    assert domains <= {o.domain for o in reloaded.opset_import}
-    saved_run = ort.InferenceSession(saved, providers=["CPUExecutionProvider"]).run(None, feeds)
-    for g, s in zip(got, saved_run):
-        assert_close(g, s, RTOL, scaled_atol(s, ATOL), "saved optimized model in onnxruntime")
-    return fused
 
 
 def batchnorm(inputs, output="y", m=8, **attrs):
@@ -115,6 +67,21 @@ def test_batchnorm_stays_when_the_conv_output_is_read_elsewhere():
     sess = session(model)
     assert sess.pass_stats["fold_batchnorm"] == 0
     assert "BatchNormalization" in [op for _, op, _ in sess.node_providers()]
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_per_channel_mul_and_add_fold_into_conv(tmp_path, bias):
+    scale = numpy_helper.from_array(rng.uniform(0.5, 2, (8, 1, 1)).astype(np.float32), "scale")
+    shift = numpy_helper.from_array(rng.standard_normal((1, 8, 1, 1)).astype(np.float32), "shift")
+    tail = [helper.make_node("Mul", ["c", "scale"], ["m"]), helper.make_node("Add", ["shift", "m"], ["y"])]
+    model = conv_model(tail, bias=bias, initializers=[scale, shift])
+    check_fusion(model, tmp_path, ["Conv"], "fold_conv_affine", count=2, level=LEVEL.ORT_ENABLE_BASIC)
+
+
+def test_a_mul_that_is_not_per_channel_stays():
+    scale = numpy_helper.from_array(rng.uniform(0.5, 2, (1, 1, 9, 9)).astype(np.float32), "scale")
+    model = conv_model([helper.make_node("Mul", ["c", "scale"], ["y"])], initializers=[scale])
+    assert session(model).pass_stats["fold_conv_affine"] == 0
 
 
 def test_conv_add_relu_becomes_one_fused_conv(tmp_path):

@@ -7,10 +7,17 @@ from typing import Callable
 from opforge.runtime.graph import Graph
 from opforge.runtime.options import GraphOptimizationLevel
 from opforge.runtime.passes.constant_folding import fold_constants
+from opforge.runtime.passes.cancel_transposes import cancel_transposes
 from opforge.runtime.passes.dead_code import remove_dead_nodes
+from opforge.runtime.passes.eliminate_casts import eliminate_casts
 from opforge.runtime.passes.fold_batchnorm import fold_batchnorm
+from opforge.runtime.passes.fold_conv_affine import fold_conv_affine
 from opforge.runtime.passes.fuse_conv_activation import fuse_conv_activation
 from opforge.runtime.passes.fuse_conv_add import fuse_conv_add
+from opforge.runtime.passes.fuse_gelu import fuse_gelu
+from opforge.runtime.passes.fuse_layernorm import fuse_layernorm
+from opforge.runtime.passes.fuse_matmul_add import fuse_matmul_add
+from opforge.runtime.passes.merge_reshapes import merge_reshapes
 from opforge.runtime.shapes import InferredTypes
 
 
@@ -28,8 +35,9 @@ GraphPass = Callable[[Graph, PassContext], int]
 
 # As onnxruntime: rewrites into standard ops are basic; fusions into contrib (com.microsoft)
 # ops are extended. Conv+Add runs before Conv+activation, so Conv+Add+Relu ends in one node.
-BASIC = [fold_constants, remove_dead_nodes, fold_batchnorm]
-EXTENDED = BASIC + [fuse_conv_add, fuse_conv_activation]
+BASIC = [fold_constants, remove_dead_nodes, eliminate_casts, cancel_transposes, merge_reshapes, fold_batchnorm,
+         fold_conv_affine, fuse_matmul_add]
+EXTENDED = BASIC + [fuse_gelu, fuse_layernorm, fuse_conv_add, fuse_conv_activation]
 
 PASSES: dict[GraphOptimizationLevel, list[GraphPass]] = {
     GraphOptimizationLevel.ORT_DISABLE_ALL: [],
@@ -48,7 +56,7 @@ def passes_for(level: int) -> list[GraphPass]:
 
 # Fusions into ops only the CPU provider runs: a session that puts nodes on CUDA keeps the
 # unfused nodes, which the CUDA provider covers (onnxruntime, too, fuses per execution provider).
-CPU_ONLY = (fuse_conv_add, fuse_conv_activation)
+CPU_ONLY = (fuse_gelu, fuse_conv_add, fuse_conv_activation)
 
 
 def run_passes(graph: Graph, level: int, context: PassContext) -> dict[str, int]:

@@ -8,6 +8,7 @@ import numpy as np
 
 from opforge.runtime.errors import KernelNotFoundError
 from opforge.runtime.graph import Graph, Node
+from opforge.runtime.registry import REFERENCE
 
 MICROSOFT = "com.microsoft"
 
@@ -50,6 +51,16 @@ class Uses:
             self.readers[name] = [n for n in self.readers[name] if id(n) not in gone]
         self._add(new)
 
+    def remove(self, node: Node) -> None:
+        """Drops ``node`` from the graph (its outputs must have no readers left)."""
+        self.graph.nodes = [n for n in self.graph.nodes if n is not node]
+        for name in set(node.inputs) - {""}:
+            self.readers[name] = [n for n in self.readers[name] if n is not node]
+
+    def unread(self, name: str) -> bool:
+        """Whether nothing reads ``name`` any more: no node, no subgraph, not the graph."""
+        return not self.readers.get(name) and name not in self.outputs and name not in self.implicit
+
     def rename(self, old: str, new: str) -> bool:
         """Makes every reader of ``old`` read ``new`` instead; refuses (False) when a graph
         output or a subgraph names ``old``."""
@@ -78,12 +89,13 @@ def new_initializer(graph: Graph, base: str, value: np.ndarray) -> str:
 
 
 def can_bind(context, node: Node) -> bool:
-    """Whether the session has a kernel for ``node`` (so a rewrite to it may run)."""
+    """Whether the session has a kernel for ``node`` other than the reference fallback (a rewrite
+    to it must not trade native kernels for onnx.reference, nor make a model invalid at its
+    opset)."""
     try:
-        context.bind(node)
+        return context.bind(node).provider != REFERENCE
     except KernelNotFoundError:
         return False
-    return True
 
 
 def static_shape(context, name: str) -> tuple | None:
@@ -97,3 +109,14 @@ def static_shape(context, name: str) -> tuple | None:
 def attribute(node: Node, name: str, default):
     """``node``'s attribute ``name``, or ``default``."""
     return node.attrs.get(name, default)
+
+
+def scalar(graph: Graph, name: str) -> float | None:
+    """The value of a constant holding exactly one number, else None."""
+    value = constant(graph, name)
+    return float(value.reshape(-1)[0]) if value is not None and value.size == 1 and value.dtype.kind in "fiu" else None
+
+
+def producer_map(graph: Graph) -> dict[str, Node]:
+    """value name -> the node that writes it."""
+    return {name: node for node in graph.nodes for name in node.outputs if name}

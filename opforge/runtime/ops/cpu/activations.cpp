@@ -278,6 +278,17 @@ OPFORGE_OP(Gelu)
     .infer(opforge_cpu::ew::gelu_infer)
     .compute(opforge_cpu::ew::gelu_compute);
 
+// onnxruntime's contrib Gelu (the erf form), which fusions emit for models before opset 20.
+OPFORGE_OP(Gelu)
+    .domain("com.microsoft")
+    .since(1)
+    .input("X", OPFORGE_EW_FLOAT_DTYPES)
+    .output("Y")
+    .attr("approximate", "none", "always none: the contrib op is the erf form")
+    .inplace(0, 0)
+    .infer(opforge_cpu::ew::gelu_infer)
+    .compute(opforge_cpu::ew::gelu_compute);
+
 OPFORGE_OP(PRelu)
     .since(7)
     .input("X", OPFORGE_EW_FLOAT_DTYPES)

@@ -89,14 +89,28 @@ bool has_pads(const Window& w) {
   return false;
 }
 
-/// The input's dims as B reads them: padded when the conv pads.
-void source_dims(const Window& w, int64_t dims[3]) {
-  for (int a = 0; a < 3; ++a) dims[a] = w.in[a] + (has_pads(w) ? w.pad[a] + w.pad_end[a] : 0);
+/// Whether tiles run over the padded input's grid: stride-1 convs, unless that grid wastes over
+/// 15% more lanes (its padding columns) than tiles over the output would. A grid tile packs
+/// with one copy per row, an output tile with one per output row it crosses.
+bool grid_tiles(const Window& w) {
+  if (w.stride[0] != 1 || w.stride[1] != 1 || w.stride[2] != 1 || w.is_pointwise()) return false;
+  const int64_t pitch = w.in[2] + w.pad[2] + w.pad_end[2], plane = (w.in[1] + w.pad[1] + w.pad_end[1]) * pitch;
+  const int64_t grid_count = (w.out[0] - 1) * plane + (w.out[1] - 1) * pitch + w.out[2];
+  const int64_t lanes_out = (w.out_size() + kNR / 2 - 1) / (kNR / 2) * (kNR / 2);
+  const int64_t lanes_grid = (grid_count + kNR - 1) / kNR * kNR;
+  return lanes_grid * 20 <= lanes_out * 23;
 }
 
-/// Tiles over the output, or for stride-1 convs over the padded input's grid unless that wastes
-/// over 10% more lanes (its padding columns) than the output's tiles would: a grid tile packs
-/// with one copy per row, an output tile with one per output row it crosses.
+/// Whether B reads a zero-padded copy of the input: grid tiles of a conv that pads (output
+/// tiles check bounds as they pack instead).
+bool reads_padded(const Window& w) { return has_pads(w) && grid_tiles(w); }
+
+/// The input's dims as B reads them.
+void source_dims(const Window& w, int64_t dims[3]) {
+  for (int a = 0; a < 3; ++a) dims[a] = w.in[a] + (reads_padded(w) ? w.pad[a] + w.pad_end[a] : 0);
+}
+
+/// The positions tiles run over (see Grid).
 Grid grid_for(const Window& w) {
   int64_t src[3];
   source_dims(w, src);
@@ -105,13 +119,10 @@ Grid grid_for(const Window& w) {
   g.src_pitch = src[2], g.src_plane = src[1] * src[2];
   for (int a = 0; a < 3; ++a) g.stride[a] = w.stride[a];
   g.pitch = g.out_w, g.plane = g.out_h * g.out_w, g.count = w.out_size();
-  if (w.stride[0] != 1 || w.stride[1] != 1 || w.stride[2] != 1 || w.is_pointwise()) return g;
-  const int64_t grid_count = (w.out[0] - 1) * g.src_plane + (w.out[1] - 1) * g.src_pitch + w.out[2];
-  const double lanes_out = double((g.count + kNR / 2 - 1) / (kNR / 2) * (kNR / 2));
-  const double lanes_grid = double((grid_count + kNR - 1) / kNR * kNR);
-  if (lanes_grid > lanes_out * 1.10) return g;
+  if (!grid_tiles(w)) return g;
   g.is_virtual = true;
-  g.pitch = g.src_pitch, g.plane = g.src_plane, g.count = grid_count;
+  g.pitch = g.src_pitch, g.plane = g.src_plane;
+  g.count = (w.out[0] - 1) * g.plane + (w.out[1] - 1) * g.pitch + w.out[2];
   return g;
 }
 
@@ -131,7 +142,7 @@ Cut cut_for(const ConvShape& s, int threads) {
   c.grid = grid_for(w);
   c.tiles = (c.grid.count + kNR - 1) / kNR;
   for (int64_t t = 0; t < c.tiles; ++t)
-    c.maps.push_back(c.grid.is_virtual ? tiles::map_grid_tile(c.grid, t * kNR) : tiles::map_output_tile(c.grid, t * kNR));
+    c.maps.push_back(c.grid.is_virtual ? tiles::map_grid_tile(c.grid, t * kNR) : tiles::map_output_tile(c.grid, t * kNR, has_pads(w)));
   for (int64_t kd = 0; kd < w.k[0]; ++kd)
     for (int64_t kh = 0; kh < w.k[1]; ++kh)
       for (int64_t kw = 0; kw < w.k[2]; ++kw)
@@ -149,7 +160,7 @@ Cut cut_for(const ConvShape& s, int threads) {
 
 /// Floats of the padded input (all images and channels), or 0 when B reads the input as it is.
 int64_t padded_floats(const ConvShape& s) {
-  if (!has_pads(s.w)) return 0;
+  if (!reads_padded(s.w)) return 0;
   int64_t src[3];
   source_dims(s.w, src);
   return s.n * s.c * src[0] * src[1] * src[2];
@@ -198,8 +209,14 @@ void run_kblock(const Job& job, int64_t image, int64_t t0, int64_t t1, int64_t m
   const int64_t cb = std::min(c.chans_per_block, s.cg - c0), kc = cb * c.taps;
   const int64_t step = c.grid.is_virtual ? 1 : s.w.stride[2];
   pack.resize(size_t((t1 - t0) * kc * kNR));
-  for (int64_t t = t0; t < t1; ++t)
-    tiles::pack_tile(c.maps[size_t(t)], src, job.cstride, c.tapoff, cb, step, pack.data() + (t - t0) * kc * kNR);
+  const bool bounded = has_pads(s.w) && !c.grid.is_virtual;
+  for (int64_t t = t0; t < t1; ++t) {
+    float* out = pack.data() + (t - t0) * kc * kNR;
+    if (bounded)
+      tiles::pack_tile_padded(c.maps[size_t(t)], s.w, src, cb, out);
+    else
+      tiles::pack_tile(c.maps[size_t(t)], src, job.cstride, c.tapoff, cb, step, out);
+  }
   for (int64_t mb = mb0; mb < mb1; ++mb) {
     const int64_t m = mb * kMR, rows = std::min<int64_t>(kMR, s.mg - m), at = y0 + m * p;
     tiles::TileArgs args{kc, job.w + (g * s.mg + m) * c.k + c0 * c.taps, c.k, nullptr, job.y + at, p, nullptr,

@@ -33,6 +33,7 @@ struct Grid {
 struct Segment {
   int lane0, len;
   int64_t base;
+  int64_t od, oh, ow;  ///< the output position of lane0 (output tiles)
 };
 
 /// One tile: where its lanes go in an output row (per vector), the output range it covers,
@@ -61,8 +62,9 @@ inline void add_lanes(TileMap& t, int64_t l0, int64_t l1, int64_t y) {
 }
 
 /// The tile of output positions [p, p + kNR) (fewer at the end): one run of lanes, and a
-/// segment per output row it crosses.
-inline TileMap map_output_tile(const Grid& g, int64_t p) {
+/// segment per output row it crosses; rows that follow each other in the input too (1x1 convs)
+/// share one segment unless the conv pads (each row then checks its own bounds).
+inline TileMap map_output_tile(const Grid& g, int64_t p, bool pads) {
   TileMap t;
   const int64_t end = std::min(p + kNR, g.count);
   add_lanes(t, 0, end - p, p);
@@ -70,10 +72,10 @@ inline TileMap map_output_tile(const Grid& g, int64_t p) {
     const int64_t od = q / g.plane, oh = (q % g.plane) / g.pitch, ow = q % g.pitch;
     const int64_t run = std::min(end - q, g.out_w - ow);
     const int64_t base = od * g.stride[0] * g.src_plane + oh * g.stride[1] * g.src_pitch + ow * g.stride[2];
-    if (!t.segs.empty() && t.segs.back().base + t.segs.back().len * g.stride[2] == base)
-      t.segs.back().len += int(run);  // rows that follow each other in the input too (1x1 convs)
+    if (!pads && !t.segs.empty() && t.segs.back().base + t.segs.back().len * g.stride[2] == base)
+      t.segs.back().len += int(run);
     else
-      t.segs.push_back({int(q - p), int(run), base});
+      t.segs.push_back({int(q - p), int(run), base, od, oh, ow});
     q += run;
   }
   t.covered = int(end - p);
@@ -85,7 +87,7 @@ inline TileMap map_output_tile(const Grid& g, int64_t p) {
 inline TileMap map_grid_tile(const Grid& g, int64_t v0) {
   TileMap t;
   const int64_t end = std::min(v0 + kNR, g.count);
-  t.segs.push_back({0, int(end - v0), v0});
+  t.segs.push_back({0, int(end - v0), v0, 0, 0, 0});
   t.covered = int(end - v0);
   for (int64_t v = v0; v < end;) {
     const int64_t od = v / g.plane, oh = (v % g.plane) / g.pitch, ow = v % g.pitch;
@@ -150,6 +152,31 @@ inline void pack_tile(const TileMap& map, const float* src, int64_t cstride, con
       }
       out += kNR;
     }
+}
+
+/// pack_tile for an output tile of a conv that pads, reading the unpadded input x: each tap of
+/// each segment copies the part of its input row that lies inside x; the rest stays zero.
+inline void pack_tile_padded(const TileMap& map, const Window& w, const float* x, int64_t channels, float* out) {
+  const int64_t hw = w.in[1] * w.in[2];
+  for (int64_t c = 0; c < channels; ++c) {
+    const float* xc = x + c * w.in_size();
+    for (int64_t kd = 0; kd < w.k[0]; ++kd)
+      for (int64_t kh = 0; kh < w.k[1]; ++kh)
+        for (int64_t kw = 0; kw < w.k[2]; ++kw, out += kNR) {
+          _mm512_storeu_ps(out, _mm512_setzero_ps());
+          _mm512_storeu_ps(out + kLanes, _mm512_setzero_ps());
+          for (const Segment& seg : map.segs) {
+            const int64_t id = seg.od * w.stride[0] + kd * w.dil[0] - w.pad[0];
+            const int64_t ih = seg.oh * w.stride[1] + kh * w.dil[1] - w.pad[1];
+            if (id < 0 || id >= w.in[0] || ih < 0 || ih >= w.in[1]) continue;
+            const int64_t iw0 = seg.ow * w.stride[2] + kw * w.dil[2] - w.pad[2], s = w.stride[2];
+            const int64_t lo = iw0 >= 0 ? 0 : (-iw0 + s - 1) / s;
+            const int64_t hi = iw0 >= w.in[2] ? 0 : std::min<int64_t>(seg.len, (w.in[2] - 1 - iw0) / s + 1);
+            if (hi > lo)
+              copy_strided(out + seg.lane0 + lo, xc + id * hw + ih * w.in[2] + iw0 + lo * s, int(hi - lo), s);
+          }
+        }
+  }
 }
 
 }  // namespace opforge_conv::tiles
