@@ -1,6 +1,6 @@
 """Model latency, side by side in one run: onnxruntime and opforge on the same inputs.
 
-    python benchmarks/bench_models.py [--threads 2] [--repeat 20] [models...]
+    python benchmarks/bench_models.py [--threads 2] [--repeat 20] [--profile] [models...]
 
 Runs the light_* model-zoo graphs shipped in the onnx wheel, with seeded random weights in place
 of their constant ones (tests/zoo.py), and a 1000-node Add chain, each on one random input, and
@@ -9,6 +9,9 @@ opforge/onnxruntime latency ratio and per-node dispatch time for the Add chain. 
 compiled plan are checked against onnxruntime before timing (relative 1e-4, absolute 1e-5 of the
 output's largest magnitude); a model that does not match is left out of the geo-mean.
 Targets (DESIGN.md): geo-mean latency ratio <= 1.0, Add chain <= 0.2 us/node.
+
+With --profile, each model instead gets its time per op type in both runtimes side by side and
+its convolutions' GFLOP/s against the measured sgemm limit (benchmarks/op_profile.py).
 """
 import argparse
 import math
@@ -28,6 +31,7 @@ import opforge
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from zoo import light_model, light_model_names  # noqa: E402
+from op_profile import profile, sgemm_limit  # noqa: E402
 
 
 def add_chain(n: int = 1000) -> onnx.ModelProto:
@@ -90,21 +94,43 @@ def measure(name: str, model, threads: int, repeat: int) -> dict:
             "nodes": len(sess.node_providers()), "fallback": fallback}
 
 
+def print_load(when: str) -> None:
+    load = os.getloadavg()
+    print(f"load average {when}: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+          + ("  (busy machine: timings are noisy, compare only ratios from one run)"
+             if load[0] > 0.5 else ""))
+
+
+def profile_models(names: list, threads: int, repeat: int) -> None:
+    limit = sgemm_limit(threads)
+    print(f"sgemm limit on {threads} thread(s): {limit:.0f} GFLOP/s")
+    for name in names:
+        model = light_model(name)
+        feed = random_feed(ort.InferenceSession(model.SerializeToString(),
+                                                providers=["CPUExecutionProvider"]))
+        profile(name, model, feed, threads, repeat, limit)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--profile", action="store_true",
+                        help="time per op type in both runtimes, and conv GFLOP/s")
     parser.add_argument("models", nargs="*", help="light_* model names (default: all)")
     args = parser.parse_args()
     names = light_model_names()
     if args.models:
         names = [n for n in names if any(m in n for m in args.models)]
+    print_load("at start")
+    if args.profile:
+        profile_models(names, args.threads, args.repeat)
+        print_load("at end")
+        return
     rows = [measure(n, light_model(n), args.threads, args.repeat) for n in names]
     chain = measure("add_chain_1000", add_chain(), args.threads, max(args.repeat, 50))
-    load = os.getloadavg()
-    print(f"\nmodel latency, {args.threads} thread(s), median of {args.repeat} runs; "
-          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
-          + ("  (busy machine: ratios favour opforge)" if load[0] > 0.5 else ""))
+    print(f"\nmodel latency, {args.threads} thread(s), median of {args.repeat} runs")
+    print_load("at end")
     print()
     print(f"{'model':<26}{'nodes':>6}{'ref':>5}{'create ort':>12}{'opforge':>9}"
           f"{'ort ms':>10}{'opforge ms':>12}{'ratio':>8}  match")

@@ -16,6 +16,7 @@ _RUNTIME = {
     "OpMapping": "opforge.runtime.mapping",
     "OrtValue": "opforge.runtime.ortvalue",
     "IOBinding": "opforge.runtime.ortvalue",
+    "get_available_providers": "opforge.runtime.providers",
 }
 
 
@@ -32,5 +33,6 @@ def __dir__():
 
 
 __all__ = ["BuildError", "CacheError", "CustomOpBuilder", "ExecutionMode", "GraphOptimizationLevel",
-           "InferenceSession", "IOBinding", "OpError", "OpMapping", "OpforgeError", "OrtValue", "PythonOp", "RunOptions",
-           "SessionOptions", "custom_op", "load_dir", "load_inline", "__version__"]
+           "InferenceSession", "IOBinding", "OpError", "OpMapping", "OpforgeError", "OrtValue", "PythonOp",
+           "RunOptions", "SessionOptions", "custom_op", "get_available_providers", "load_dir", "load_inline",
+           "__version__"]

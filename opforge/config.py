@@ -21,9 +21,15 @@ def cxx() -> str:
     return os.environ.get("CXX") or "c++"
 
 
-def nvcc() -> str:
-    """The CUDA compiler: $NVCC, else nvcc from PATH."""
-    return os.environ.get("NVCC") or "nvcc"
+def nvcc() -> "str | None":
+    """The CUDA compiler named by $NVCC, or None (then nvcc on PATH, then the pip wheels)."""
+    return os.environ.get("NVCC") or None
+
+
+def cuda_arch() -> "str | None":
+    """$OPFORGE_CUDA_ARCH: the GPU architectures CUDA libraries are built for, e.g. "80;90" or
+    "8.6;9.0+PTX"; it overrides the visible GPU (None: the visible GPU, else a default list)."""
+    return os.environ.get("OPFORGE_CUDA_ARCH") or None
 
 
 def verbose() -> bool:

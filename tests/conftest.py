@@ -28,3 +28,17 @@ def shared_cache(tmp_path_factory):
         os.environ.pop("OPFORGE_CACHE_DIR", None)
     else:
         os.environ["OPFORGE_CACHE_DIR"] = old
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `cuda` launch kernels: they are skipped unless cupy imports and sees a GPU."""
+    marked = [item for item in items if item.get_closest_marker("cuda") is not None]
+    if not marked:
+        return
+    from cuda_support import gpu_unavailable
+
+    why = gpu_unavailable()
+    if why:
+        skip = pytest.mark.skip(reason=f"needs a CUDA GPU: {why}")
+        for item in marked:
+            item.add_marker(skip)

@@ -7,6 +7,7 @@ from opforge.builder.build import Build
 from opforge.builder.loader import load_entry
 from opforge.builder.spec import CPP_SUFFIXES, CUDA_SUFFIXES, make_spec
 from opforge.builder.toolchain import detect
+from opforge.builder.cuda_toolchain import detect_cuda
 from opforge.cache import cache_root, digest, write_atomic
 from opforge.errors import CacheError
 
@@ -16,19 +17,23 @@ class CustomOpBuilder:
 
     Args:
         name: the library's name, a Python identifier.
-        sources: paths of C++ sources. Sources define ops with <opforge/op.h>, or a pybind11
-            module with PYBIND11_MODULE(OPFORGE_EXTENSION_NAME, m).
-        backend: "CPU" ("CUDA" is not supported yet).
+        sources: paths of C++ (and, for CUDA, .cu) sources. Sources define ops with
+            <opforge/op.h>, or a pybind11 module with PYBIND11_MODULE(OPFORGE_EXTENSION_NAME, m).
+        backend: "CPU" or "CUDA"; by default CUDA when a source is a .cu file. In a CUDA
+            library .cu files go to nvcc, .cpp files to the host compiler, and its ops take
+            device arrays (cupy) unless an op says .backend(OPF_BACKEND_CPU).
         extra_cflags, extra_ldflags, extra_include_paths: passed to the compiler and linker.
         build_dir: where objects are kept between builds (default: in the cache).
         verbose: print compiler commands and output (also set by OPFORGE_VERBOSE=1). Without
             it, a build that takes more than a second shows ninja's [n/N] progress.
+        extra_cuda_cflags: passed to nvcc (CUDA libraries).
     """
 
-    def __init__(self, name, sources, backend="CPU", extra_cflags=None, extra_ldflags=None,
-                 extra_include_paths=None, build_dir=None, verbose=False):
+    def __init__(self, name, sources, backend=None, extra_cflags=None, extra_ldflags=None,
+                 extra_include_paths=None, build_dir=None, verbose=False, extra_cuda_cflags=None):
         self.spec = make_spec(name, sources, backend, extra_cflags, extra_ldflags,
-                              extra_include_paths, build_dir, verbose or config.verbose())
+                              extra_include_paths, build_dir, verbose or config.verbose(),
+                              extra_cuda_cflags)
 
     def load(self):
         """Builds if needed and returns the library.
@@ -38,7 +43,7 @@ class CustomOpBuilder:
         folder is unsafe. A cached entry that is corrupt or fails to load is rebuilt.
         """
         root = cache_root()
-        build = Build(self.spec, detect(root), root)
+        build = Build(self.spec, detect(root), root, detect_cuda(root) if self.spec.is_cuda else None)
         entry = build.lookup()
         if entry is None:
             entry = build.build()
@@ -49,26 +54,32 @@ class CustomOpBuilder:
             return load_entry(build.build(clean=True), self.spec.name)
 
 
-def load_inline(name, cpp_source, backend="CPU", extra_cflags=None, extra_ldflags=None,
-                extra_include_paths=None, build_dir=None, verbose=False):
-    """Builds ops from C++ source text (a str or a list of str) and returns the library.
+def load_inline(name, cpp_source="", backend=None, extra_cflags=None, extra_ldflags=None,
+                extra_include_paths=None, build_dir=None, verbose=False, cuda_source=None,
+                extra_cuda_cflags=None):
+    """Builds ops from source text (a str or a list of str) and returns the library.
 
-    The text is saved under the cache as <name>.cpp, named by its content, and built as with
-    CustomOpBuilder; compile errors point into that file.
+    `cpp_source` is saved under the cache as <name>.cpp and `cuda_source` (which makes a CUDA
+    library) as <name>.cu, named by their content, and built as with CustomOpBuilder; compile
+    errors point into those files.
     """
-    text = cpp_source if isinstance(cpp_source, str) else "\n".join(cpp_source)
-    folder = cache_root() / "inline" / f"{name}-{digest(text)[:16]}"
+    texts = {".cpp": cpp_source, ".cu": cuda_source}
+    texts = {suffix: t if isinstance(t, str) else "\n".join(t) for suffix, t in texts.items() if t}
+    folder = cache_root() / "inline" / f"{name}-{digest(sorted(texts.items()))[:16]}"
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = folder / f"{name}.cpp"
-    if not path.exists() or path.read_text() != text:
-        write_atomic(path, text)
-    return CustomOpBuilder(name, [path], backend, extra_cflags, extra_ldflags,
-                           extra_include_paths, build_dir, verbose).load()
+    paths = []
+    for suffix, text in texts.items():
+        path = folder / f"{name}{suffix}"
+        if not path.exists() or path.read_text() != text:
+            write_atomic(path, text)
+        paths.append(path)
+    return CustomOpBuilder(name, paths, backend, extra_cflags, extra_ldflags,
+                           extra_include_paths, build_dir, verbose, extra_cuda_cflags).load()
 
 
-def load_dir(folder, name=None, backend="CPU", extra_cflags=None, extra_ldflags=None,
-             extra_include_paths=None, build_dir=None, verbose=False):
-    """Builds every C++ source in `folder` (not recursive) into one library and loads it.
+def load_dir(folder, name=None, backend=None, extra_cflags=None, extra_ldflags=None,
+             extra_include_paths=None, build_dir=None, verbose=False, extra_cuda_cflags=None):
+    """Builds every C++ and CUDA source in `folder` (not recursive) into one library and loads it.
 
     The folder itself is on the include path. The library is named after the folder unless
     `name` is given. Raises FileNotFoundError if the folder holds no sources.
@@ -83,7 +94,7 @@ def load_dir(folder, name=None, backend="CPU", extra_cflags=None, extra_ldflags=
     lib_name = name or _identifier(folder.name)
     includes = [folder] + list(extra_include_paths or [])
     return CustomOpBuilder(lib_name, sources, backend, extra_cflags, extra_ldflags, includes,
-                           build_dir, verbose).load()
+                           build_dir, verbose, extra_cuda_cflags).load()
 
 
 def _identifier(text: str) -> str:

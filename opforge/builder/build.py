@@ -33,13 +33,17 @@ def templates_digest() -> str:
     return _templates_digest
 
 
-def compile_flags(spec: BuildSpec, support_path: "Path | None" = None) -> tuple:
-    """Compiler flags for the library's sources (the PCH folder first, when there is one)."""
+def compile_flags(spec: BuildSpec, support_path: "Path | None" = None, cuda=None) -> tuple:
+    """Host compiler flags for the library's C++ sources (the PCH folder first, when there is
+    one); a CUDA library's host sources also see the CUDA headers."""
     flags = list(BASE_CFLAGS)
     if support_path is not None and (support_path / "pch").is_dir():
         flags.append(f"-I{support_path / 'pch'}")
     flags.append(f"-I{TEMPLATES}")
     flags += [f"-I{p}" for p in spec.extra_include_paths]
+    if cuda is not None:
+        for folder in cuda.include_dirs:
+            flags += ["-isystem", folder]
     if spec.is_extension:
         import sysconfig
 
@@ -49,27 +53,45 @@ def compile_flags(spec: BuildSpec, support_path: "Path | None" = None) -> tuple:
     return tuple(flags) + spec.extra_cflags
 
 
-def config_key(spec: BuildSpec, toolchain: Toolchain) -> str:
-    """Everything but the sources that changes the binary."""
-    flags = compile_flags(spec)
+def cuda_flags(spec: BuildSpec, toolchain: Toolchain, archs) -> tuple:
+    """nvcc flags for the library's .cu sources: host compiler, target architectures, includes."""
+    from opforge.builder.cuda_arch import gencode_flags
+
+    flags = ["-std=c++17", "-O2", "-ccbin", toolchain.command[-1],
+             "-Xcompiler=-fPIC,-fvisibility=hidden", *gencode_flags(archs), f"-I{TEMPLATES}"]
+    flags += [f"-I{p}" for p in spec.extra_include_paths]
+    return tuple(flags) + spec.extra_cuda_cflags
+
+
+def config_key(spec: BuildSpec, toolchain: Toolchain, cuda=None, archs=()) -> str:
+    """Everything but the sources that changes the binary (for CUDA: nvcc, arches, CUDA flags)."""
+    flags = compile_flags(spec, cuda=cuda)
     native = cpu_identity() if any("native" in f for f in flags) else ""
+    gpu = (cuda.identity, cuda_flags(spec, toolchain, archs)) if cuda is not None else ""
     from opforge import _core   # its ABI version: libraries are built for the core that loads them
 
     return digest(_core.ABI_VERSION, templates_digest(), toolchain.identity, flags,
-                  spec.extra_ldflags, spec.backend, python_abi() if spec.is_extension else "", native)
+                  spec.extra_ldflags, spec.backend, python_abi() if spec.is_extension else "", native, gpu)
 
 
-def source_key(spec: BuildSpec, toolchain: Toolchain) -> str:
+def source_key(spec: BuildSpec, toolchain: Toolchain, cuda=None, archs=()) -> str:
     """The key before headers: configuration plus every source's path and text."""
-    return digest(config_key(spec, toolchain), [(str(p), t) for p, t in zip(spec.sources, spec.texts)])
+    return digest(config_key(spec, toolchain, cuda, archs),
+                  [(str(p), t) for p, t in zip(spec.sources, spec.texts)])
 
 
 class Build:
     """One library's build in a cache root: lookup, then (on a miss) build and publish."""
 
-    def __init__(self, spec: BuildSpec, toolchain: Toolchain, root: Path):
-        self.spec, self.toolchain, self.root = spec, toolchain, root
-        self.key1 = source_key(spec, toolchain)
+    def __init__(self, spec: BuildSpec, toolchain: Toolchain, root: Path, cuda=None):
+        self.spec, self.toolchain, self.root, self.cuda = spec, toolchain, root, cuda
+        self.archs = ()
+        if cuda is not None:
+            from opforge import config
+            from opforge.builder.cuda_arch import target_archs
+
+            self.archs = tuple(target_archs(config.cuda_arch()))
+        self.key1 = source_key(spec, toolchain, cuda, self.archs)
         self.tag = f"{spec.name}-{self.key1[:16]}"
 
     @property
@@ -98,7 +120,8 @@ class Build:
             entry = None if clean else self.lookup()
             if entry is not None:
                 return entry
-            workdir = self.spec.build_dir or self.root / "work" / f"{self.spec.name}-{config_key(self.spec, self.toolchain)[:16]}"
+            configuration = config_key(self.spec, self.toolchain, self.cuda, self.archs)
+            workdir = self.spec.build_dir or self.root / "work" / f"{self.spec.name}-{configuration[:16]}"
             with _lock_with_notice(self.root / "locks" / f"work-{workdir.name}.lock", self.spec.name):
                 return self._build_in(workdir, clean)
 
@@ -115,7 +138,8 @@ class Build:
         workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         started = time.perf_counter()
         print(f"opforge: building '{self.spec.name}' ({len(self.spec.sources)} source(s))", flush=True)
-        sup = support.support_dir(self.root, self.toolchain, compile_flags(self.spec))
+        sup = support.support_dir(self.root, self.toolchain, compile_flags(self.spec, cuda=self.cuda),
+                                  self.cuda)
         plan = self._plan(workdir, sup)
         write_if_changed(workdir / "build.ninja", ninja_text(plan))
         ok, log = run_ninja(workdir, self.spec.verbose)
@@ -138,22 +162,28 @@ class Build:
     def _plan(self, workdir: Path, sup: Path):
         from opforge.builder.ninja_file import NinjaPlan
 
-        flags = compile_flags(self.spec, sup)
+        flags = compile_flags(self.spec, sup, self.cuda)
         if self.spec.is_extension:
             flags += (f"-DOPFORGE_EXTENSION_NAME={self.module_name()}",)
-        compiles = tuple((str(workdir / "obj" / f"{src.stem}-{digest(str(src))[:8]}.o"), str(src))
-                         for src in self.spec.sources)
+        objects = {src: str(workdir / "obj" / f"{src.stem}-{digest(str(src))[:8]}.o") for src in self.spec.sources}
+        host = tuple((objects[s], str(s)) for s in self.spec.sources if s.suffix != ".cu")
         ldflags = ("-shared",) + self.spec.extra_ldflags
-        return NinjaPlan(self.toolchain.command, flags, ldflags, compiles,
-                         (str(sup / "opforge_support.o"),), str(workdir / f"lib{self.spec.name}.so"))
+        if self.cuda is None:
+            return NinjaPlan(self.toolchain.command, flags, ldflags, host,
+                             (str(sup / "opforge_support.o"),), str(workdir / f"lib{self.spec.name}.so"))
+        device = tuple((objects[s], str(s)) for s in self.spec.sources if s.suffix == ".cu")
+        return NinjaPlan(self.toolchain.command, flags, ldflags + self.cuda.runtime_libs, host,
+                         (str(sup / "opforge_support.o"), str(sup / "opforge_cuda_support.o")),
+                         str(workdir / f"lib{self.spec.name}.so"), self.cuda.command,
+                         cuda_flags(self.spec, self.toolchain, self.archs), device)
 
     def _headers(self, plan) -> list:
         """Headers the compiler read, outside opforge's own (covered by the config key)."""
         from opforge.builder.depfile import read_depfile
 
         seen = []
-        skip = (str(TEMPLATES), str(self.root / "support"))
-        for obj, src in plan.compiles:
+        skip = (str(TEMPLATES), str(self.root / "support")) + ((self.cuda.root,) if self.cuda else ())
+        for obj, src in plan.compiles + plan.cuda_compiles:
             for dep in read_depfile(Path(obj + ".d")):
                 path = os.path.abspath(dep)
                 if path != src and not path.startswith(skip) and path not in seen:
@@ -179,6 +209,9 @@ class Build:
             "size": artifact.stat().st_size, "sha256": file_digest(artifact),
             "sources": [str(s) for s in self.spec.sources], "headers": headers,
             "compiler": self.toolchain.version, "created": time.time(), "log": log[-20000:],
+            "backend": self.spec.backend,
+            "cuda": {"nvcc": self.cuda.version, "archs": [a.name + ("+PTX" if a.ptx else "") for a in self.archs]}
+            if self.cuda else None,
         }
         write_atomic(staging / "manifest.json", json.dumps(manifest, indent=1))
         final = publish(staging, self.entry_path(key2))

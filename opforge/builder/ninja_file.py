@@ -10,9 +10,12 @@ class NinjaPlan:
     cxx: tuple
     cflags: tuple
     ldflags: tuple
-    compiles: tuple          # ((object, source), ...)
+    compiles: tuple          # ((object, source), ...) for the host compiler
     extra_objects: tuple     # prebuilt objects to link (the opforge support object)
     output: str
+    nvcc: tuple = ()         # CUDA libraries: nvcc, its flags and its ((object, .cu source), ...)
+    cuda_flags: tuple = ()
+    cuda_compiles: tuple = ()
 
 
 def _quote(args) -> str:
@@ -29,7 +32,7 @@ def ninja_text(plan: NinjaPlan) -> str:
 
     Each object and the library are written to a temporary name and renamed, so a build killed
     mid-way never leaves a partial file that ninja would take as up to date. The compiler's
-    depfile (-MMD) makes an edited header rebuild what includes it.
+    depfile (-MMD; nvcc writes the same format) makes an edited header rebuild what includes it.
     """
     lines = [
         "ninja_required_version = 1.3",
@@ -42,16 +45,30 @@ def ninja_text(plan: NinjaPlan) -> str:
         "  depfile = $out.d",
         "  description = compiling $in",
         "",
+        *(_nvcc_rule(plan) if plan.cuda_compiles else []),
         "rule link",
         "  command = $cxx $in -o $out.tmp $ldflags && mv -f $out.tmp $out",
         "  description = linking $out",
         "",
     ]
     objects = []
-    for obj, src in plan.compiles:
-        lines.append(f"build {_escape_path(obj)}: cxx {_escape_path(src)}")
-        objects.append(_escape_path(obj))
+    for rule, compiles in (("cxx", plan.compiles), ("nvcc", plan.cuda_compiles)):
+        for obj, src in compiles:
+            lines.append(f"build {_escape_path(obj)}: {rule} {_escape_path(src)}")
+            objects.append(_escape_path(obj))
     objects += [_escape_path(o) for o in plan.extra_objects]
     lines.append(f"build {_escape_path(plan.output)}: link {' '.join(objects)}")
     lines.append(f"default {_escape_path(plan.output)}")
     return "\n".join(lines) + "\n"
+
+
+def _nvcc_rule(plan: NinjaPlan) -> list:
+    return [
+        f"nvcc = {_quote(plan.nvcc)}",
+        f"cuda_cflags = {_quote(plan.cuda_flags)}",
+        "rule nvcc",
+        "  command = $nvcc -MMD -MT $out -MF $out.d $cuda_cflags -c $in -o $out.tmp && mv -f $out.tmp $out",
+        "  depfile = $out.d",
+        "  description = compiling $in (nvcc)",
+        "",
+    ]

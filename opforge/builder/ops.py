@@ -51,7 +51,9 @@ class Op:
     """An op of a built library, called eagerly on arrays: op(*inputs, **attributes).
 
     Inputs are numpy arrays (or anything numpy.asarray / DLPack accepts), passed without a copy
-    when contiguous; outputs are new numpy arrays (a tuple when the op has several).
+    when contiguous; outputs are new numpy arrays (a tuple when the op has several). A CUDA op
+    takes GPU arrays (cupy, or anything with __cuda_array_interface__ or CUDA DLPack) on one
+    GPU, gives cupy arrays on that GPU, and launches on cupy's current stream there.
     """
 
     def __init__(self, handle):

@@ -21,6 +21,12 @@ class BuildSpec(NamedTuple):
     build_dir: "Path | None" = None
     verbose: bool = False
     texts: tuple = ()   # source contents, read once
+    extra_cuda_cflags: tuple = ()
+
+    @property
+    def is_cuda(self) -> bool:
+        """True for a CUDA library: .cu sources go to nvcc and the CUDA runtime is linked in."""
+        return self.backend == "CUDA"
 
     @property
     def is_extension(self) -> bool:
@@ -28,12 +34,13 @@ class BuildSpec(NamedTuple):
         return any("PYBIND11_MODULE" in text for text in self.texts)
 
 
-def make_spec(name, sources, backend="CPU", extra_cflags=None, extra_ldflags=None,
-              extra_include_paths=None, build_dir=None, verbose=False) -> BuildSpec:
+def make_spec(name, sources, backend=None, extra_cflags=None, extra_ldflags=None,
+              extra_include_paths=None, build_dir=None, verbose=False,
+              extra_cuda_cflags=None) -> BuildSpec:
     """Checks the arguments of CustomOpBuilder and returns a BuildSpec.
 
-    Raises ValueError for a bad name or backend, FileNotFoundError for missing sources,
-    NotImplementedError for CUDA (not supported yet).
+    The backend defaults to CUDA when a source is a .cu file, else CPU. Raises ValueError for a
+    bad name or backend (or .cu sources with backend="CPU"), FileNotFoundError for missing sources.
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"library name {name!r} must be a Python identifier (letters, digits, _)")
@@ -42,22 +49,33 @@ def make_spec(name, sources, backend="CPU", extra_cflags=None, extra_ldflags=Non
     paths = tuple(Path(s).expanduser().absolute() for s in sources)
     if not paths:
         raise ValueError(f"library '{name}' has no sources")
-    backend = str(backend).upper()
-    if backend not in BACKENDS:
-        raise ValueError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
-    cuda = [p.name for p in paths if p.suffix in CUDA_SUFFIXES]
-    if backend == "CUDA" or cuda:
-        raise NotImplementedError(
-            f"library '{name}': CUDA builds (backend='CUDA', .cu sources) are not supported yet; "
-            "build CPU sources with backend='CPU'")
+    backend = _backend(name, backend, [p.name for p in paths if p.suffix in CUDA_SUFFIXES])
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"library '{name}': source file(s) not found: {', '.join(missing)}")
-    odd = [p.name for p in paths if p.suffix not in CPP_SUFFIXES]
+    suffixes = CPP_SUFFIXES + (CUDA_SUFFIXES if backend == "CUDA" else ())
+    odd = [p.name for p in paths if p.suffix not in suffixes]
     if odd:
-        raise ValueError(f"library '{name}': {', '.join(odd)} not a C++ source "
-                         f"(expected {', '.join(CPP_SUFFIXES)})")
+        raise ValueError(f"library '{name}': {', '.join(odd)} not a C++ or CUDA source "
+                         f"(expected {', '.join(suffixes)})")
+    if extra_cuda_cflags and backend != "CUDA":
+        raise ValueError(f"library '{name}': extra_cuda_cflags given to a CPU library; "
+                         "pass backend='CUDA' or add a .cu source")
     texts = tuple(p.read_text(errors="replace") for p in paths)
     return BuildSpec(name, paths, backend, tuple(extra_cflags or ()), tuple(extra_ldflags or ()),
                      tuple(Path(p).absolute() for p in extra_include_paths or ()),
-                     Path(build_dir).absolute() if build_dir else None, bool(verbose), texts)
+                     Path(build_dir).absolute() if build_dir else None, bool(verbose), texts,
+                     tuple(extra_cuda_cflags or ()))
+
+
+def _backend(name: str, backend, cuda_sources: list) -> str:
+    """"CPU" or "CUDA": as given, or CUDA when there are .cu sources."""
+    if backend is None:
+        return "CUDA" if cuda_sources else "CPU"
+    backend = str(backend).upper()
+    if backend not in BACKENDS:
+        raise ValueError(f"backend {backend!r} is not one of {', '.join(BACKENDS)}")
+    if backend == "CPU" and cuda_sources:
+        raise ValueError(f"library '{name}': {', '.join(cuda_sources)} need nvcc; pass backend='CUDA' "
+                         "(or leave backend out: .cu sources make a CUDA library)")
+    return backend

@@ -11,21 +11,26 @@ from opforge.cache import digest, file_digest, find_entry, key_lock, publish, wr
 from opforge.errors import BuildError
 
 SUPPORT_SOURCE = TEMPLATES / "src" / "opforge_support.cpp"
+CUDA_SUPPORT_SOURCE = TEMPLATES / "src" / "opforge_cuda_support.cpp"
 
 
-def support_dir(root: Path, toolchain: Toolchain, cflags: tuple) -> Path:
-    """The folder holding opforge_support.o (and pch/opforge/op.h.gch with gcc), built if missing."""
-    key = digest("support", toolchain.identity, cflags, templates_digest())
+def support_dir(root: Path, toolchain: Toolchain, cflags: tuple, cuda=None) -> Path:
+    """The folder holding opforge_support.o (and pch/opforge/op.h.gch with gcc), built if missing.
+
+    For a CUDA library (`cuda` a CudaToolchain, `cflags` seeing its headers) it also holds
+    opforge_cuda_support.o, the host code that runs CUDA ops (device checks, launch errors).
+    """
+    key = digest("support", toolchain.identity, cflags, templates_digest(), cuda.identity if cuda else "")
     final = root / "support" / key[:20]
     if find_entry(final) is not None:
         return final
     with key_lock(root / "locks" / f"support-{key[:20]}.lock"):
         if find_entry(final) is None:
-            _build(root, toolchain, cflags, key, final)
+            _build(root, toolchain, cflags, key, final, cuda is not None)
     return final
 
 
-def _ninja(toolchain: Toolchain, cflags: tuple) -> str:
+def _ninja(toolchain: Toolchain, cflags: tuple, with_cuda: bool) -> str:
     cxx = " ".join(toolchain.command)
     flags = " ".join(cflags)
     lines = [
@@ -37,14 +42,16 @@ def _ninja(toolchain: Toolchain, cflags: tuple) -> str:
         "",
         f"build opforge_support.o: cxx {SUPPORT_SOURCE}",
     ]
+    if with_cuda:
+        lines.append(f"build opforge_cuda_support.o: cxx {CUDA_SUPPORT_SOURCE}")
     if toolchain.family == "gcc":
         lines.append(f"build pch/opforge/op.h.gch: pch {TEMPLATES / 'opforge' / 'op.h'}")
     return "\n".join(lines) + "\n"
 
 
-def _build(root: Path, toolchain: Toolchain, cflags: tuple, key: str, final: Path) -> None:
+def _build(root: Path, toolchain: Toolchain, cflags: tuple, key: str, final: Path, with_cuda: bool) -> None:
     staging = Path(tempfile.mkdtemp(prefix="support-", dir=root / "tmp"))
-    (staging / "build.ninja").write_text(_ninja(toolchain, cflags))
+    (staging / "build.ninja").write_text(_ninja(toolchain, cflags, with_cuda))
     ok, log = run_ninja(staging, verbose=False)
     if not ok:
         raise BuildError("building opforge's support object failed with these flags "

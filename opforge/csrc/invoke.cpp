@@ -166,9 +166,9 @@ int64_t workspace_bytes(const opf_op_def* def, const opf_tensor* inputs, int32_t
 
 void compute(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs, const AttrPack& attrs,
              const opf_tensor* outputs, int32_t num_outputs, void* workspace, int64_t workspace_bytes,
-             ThreadPool* pool) {
+             ThreadPool* pool, void* stream) {
   opf_compute_ctx cc{def, inputs, num_inputs, attrs.data(), attrs.size(), outputs, num_outputs, workspace,
-                     workspace_bytes, nullptr, pool, pool ? &ThreadPool::entry : nullptr,
+                     workspace_bytes, stream, pool, pool ? &ThreadPool::entry : nullptr,
                      pool ? pool->num_threads() : 1};
   opf_error err;
   err.message[0] = '\0';

@@ -51,9 +51,10 @@ int64_t workspace_bytes(const opf_op_def* def, const opf_tensor* inputs, int32_t
                         const AttrPack& attrs);
 
 /// Runs compute on concrete inputs and outputs whose data is in place. Call without the GIL.
+/// `stream` is the cudaStream_t a CUDA op launches on (NULL for CPU ops).
 void compute(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs, const AttrPack& attrs,
              const opf_tensor* outputs, int32_t num_outputs, void* workspace, int64_t workspace_bytes,
-             ThreadPool* pool);
+             ThreadPool* pool, void* stream = nullptr);
 
 /// Whether output `k` of `def` is declared optional (then compute may see it without data).
 bool output_is_optional(const opf_op_def* def, int32_t k);

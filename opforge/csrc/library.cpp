@@ -144,6 +144,7 @@ py::array OpHandle::given_output(const py::list& given, int32_t k, const opf_ten
 }
 
 py::object OpHandle::call(const py::args& args, const py::kwargs& kwargs) const {
+  if (is_cuda()) return call_cuda(args, kwargs);
   AttrPack attrs(def_, kwargs);
   std::vector<py::array> keep;
   std::vector<opf_tensor> ins = eager_inputs(args, keep);

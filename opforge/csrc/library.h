@@ -27,8 +27,17 @@ class OpHandle {
   const std::string& library_path() const { return path_; }
   py::dict schema() const;
 
-  /// Eager call: arrays in, new numpy arrays out, attributes as keyword arguments.
+  /// Eager call: arrays in, new arrays out, attributes as keyword arguments. CPU ops take and
+  /// give numpy arrays; CUDA ops take GPU arrays and give cupy arrays (device_call.cpp).
   py::object call(const py::args& args, const py::kwargs& kwargs) const;
+
+  /// Whether compute runs on a GPU (the op's inputs and outputs are device memory).
+  bool is_cuda() const { return def_->backend == OPF_BACKEND_CUDA; }
+
+  /// Runtime call of a CUDA op on GPU arrays (or None) on `device`, launched on `stream`:
+  /// one cupy array per output, None where `wanted` is false (device_call.cpp).
+  py::list run_cuda(const py::list& inputs, const std::vector<bool>& wanted, const AttrPack& attrs,
+                    int device, uintptr_t stream) const;
 
   /// Runtime call: arrays (or None) in; one array per output, None where `wanted` is false.
   py::list run(const py::list& inputs, const std::vector<bool>& wanted, const AttrPack& attrs,
@@ -53,6 +62,10 @@ class OpHandle {
   std::vector<py::object> invoke(const std::vector<opf_tensor>& ins, const std::vector<bool>& wanted,
                                  const AttrPack& attrs, ThreadPool* pool, const py::list* given = nullptr) const;
   py::array given_output(const py::list& given, int32_t k, const opf_tensor& inferred) const;
+  py::object call_cuda(const py::args& args, const py::kwargs& kwargs) const;
+  /// invoke() for CUDA ops: outputs and workspace allocated with cupy on `device`.
+  std::vector<py::object> invoke_cuda(const std::vector<opf_tensor>& ins, const std::vector<bool>& wanted,
+                                      const AttrPack& attrs, int device, void* stream) const;
   std::vector<opf_tensor> runtime_inputs(const py::list& inputs, std::vector<py::array>& keep) const;
 
   const opf_op_def* def_;

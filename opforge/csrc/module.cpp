@@ -43,6 +43,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("since_version", [](const OpHandle& h) { return h.def()->since_version; })
       .def_property_readonly("library_path", &OpHandle::library_path)
       .def("schema", &OpHandle::schema)
+      .def_property_readonly("is_cuda", &OpHandle::is_cuda)
       .def("__call__", &OpHandle::call)
       .def("attrs", [](const OpHandle& h, const py::dict& given) { return new AttrPack(h.def(), given); },
            py::arg("given"), "Converts attribute values (name -> value) for this op; raises TypeError.")
@@ -54,6 +55,10 @@ PYBIND11_MODULE(_core, m) {
            py::arg("pool") = nullptr,
            "Runs the op on arrays (None for absent inputs); returns one array per output, None "
            "where `wanted` is false.")
+      .def("invoke_cuda", &OpHandle::run_cuda, py::arg("inputs"), py::arg("wanted"), py::arg("attrs"),
+           py::arg("device"), py::arg("stream"),
+           "Runs a CUDA op on GPU arrays (or None) on `device`, launched on `stream` (a cudaStream_t as "
+           "an int); returns a cupy array per output, None where `wanted` is false.")
       .def("run", &OpHandle::run_into, py::arg("inputs"), py::arg("outputs"), py::arg("attrs"),
            py::arg("pool") = nullptr,
            "Runs the op into preallocated outputs (None for one not wanted), checked against infer.");

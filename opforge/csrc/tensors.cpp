@@ -66,6 +66,29 @@ opf_tensor view_of(const py::array& a) {
   return t;
 }
 
+opf_tensor cuda_view_of(const py::handle& array, int device) {
+  py::dict cai = array.attr("__cuda_array_interface__");
+  py::tuple shape = cai["shape"];
+  opf_tensor t;
+  std::memset(&t, 0, sizeof t);
+  t.ndim = int32_t(shape.size());
+  if (t.ndim > OPF_MAX_DIMS)
+    throw py::value_error("arrays of more than " + std::to_string(OPF_MAX_DIMS) + " dimensions are not supported");
+  py::dtype dt = py::dtype::from_args(cai["typestr"]);  // numpy reads the typestr ("<f4")
+  t.dtype = dtype_code(dt);
+  t.data = reinterpret_cast<void*>(cai["data"].cast<py::tuple>()[0].cast<uintptr_t>());
+  py::object strides = cai.contains("strides") ? py::object(cai["strides"]) : py::none();
+  int64_t item = dt.itemsize(), expect = 1;
+  for (int i = t.ndim - 1; i >= 0; --i) {
+    t.shape[i] = shape[size_t(i)].cast<int64_t>();
+    t.strides[i] = strides.is_none() ? expect : strides.cast<py::tuple>()[size_t(i)].cast<int64_t>() / item;
+    expect *= t.shape[i];
+  }
+  t.device_type = OPF_CUDA;
+  t.device_id = device;
+  return t;
+}
+
 opf_tensor meta_of(int32_t dtype, const std::vector<int64_t>& shape) {
   opf_tensor t;
   std::memset(&t, 0, sizeof t);

@@ -25,6 +25,10 @@ py::array as_array(const py::handle& obj);
 /// A view of a numpy array; the array must outlive the view.
 opf_tensor view_of(const py::array& a);
 
+/// A view of a GPU array on `device`, read from its __cuda_array_interface__ (cupy, torch,
+/// numba...); the array must outlive the view.
+opf_tensor cuda_view_of(const py::handle& array, int device);
+
 /// Shape metadata only (no data), as shape inference sees a value.
 opf_tensor meta_of(int32_t dtype, const std::vector<int64_t>& shape);
 

@@ -11,7 +11,7 @@ from opforge.runtime.mapping import OpMapping
 from opforge.runtime.providers.native import (CODE_DTYPES, DTYPE_CODES, NativeFactory,
                                               attribute_values, call_problem)
 from opforge.runtime.python_op import PythonOp, python_infer
-from opforge.runtime.registry import CPU
+from opforge.runtime.registry import CPU, CUDA
 from opforge.runtime.types import TensorType
 
 SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".cu")
@@ -78,12 +78,21 @@ def _identifier(text: str) -> str:
     return ident if ident and not ident[0].isdigit() else f"ops_{ident}"
 
 
-def register(registry, custom: CustomOps, pool, allow_fallback: bool = True) -> None:
-    """Adds every custom kernel to `registry` (a session layer: it overrides built-ins)."""
-    for library in custom.libraries:
-        for handle in library.op_table:
-            registry.register(handle.domain, handle.name, handle.since_version, CPU,
-                              NativeFactory(handle, CPU, pool, allow_fallback))
+def register(registry, custom: CustomOps, pool, allow_fallback: bool = True, device=None) -> None:
+    """Adds every custom kernel to `registry` (a session layer: it overrides built-ins).
+
+    CUDA ops run on `device` (the session's GPU); without one they decline their nodes with
+    the reason, unless a CPU op of the same name and version (a CPU twin) takes them.
+    """
+    from opforge.runtime.providers.cuda.custom_op import DeviceOpFactory
+
+    handles = [h for library in custom.libraries for h in library.op_table]
+    for handle in [h for h in handles if h.is_cuda]:
+        registry.register(handle.domain, handle.name, handle.since_version,
+                          CUDA if device is not None else CPU, DeviceOpFactory(handle, device))
+    for handle in [h for h in handles if not h.is_cuda]:
+        registry.register(handle.domain, handle.name, handle.since_version, CPU,
+                          NativeFactory(handle, CPU, pool, allow_fallback))
     for op in custom.python_ops:
         registry.register(op.domain, op.op_type, op.since, CPU, op.bind)
 

@@ -23,11 +23,12 @@ class Dispatcher:
     """
 
     def __init__(self, registry: KernelRegistry, providers: Sequence[str], opsets: dict[str, int],
-                 types=None):
+                 types=None, subgraphs: "Dispatcher | None" = None):
         self.registry = registry
         self.providers = list(providers)
         self.opsets = opsets
         self.types = types   # InferredTypes: kernels may decline dtypes they do not implement
+        self.subgraphs = subgraphs  # binds the nodes of If/Loop/Scan bodies (default: this one)
 
     def opset(self, node: Node) -> int:
         """The model's version of the node's domain (1 for a custom domain it does not import)."""
@@ -57,8 +58,9 @@ class Dispatcher:
             "(@opforge.custom_op), or an opforge.OpMapping to existing ops")
 
     def compile(self, graph: Graph) -> "Executor":
-        """An executor for ``graph`` (a subgraph) whose kernels this dispatcher binds."""
-        return Executor(graph, self.bind)
+        """An executor for ``graph`` (a subgraph), bound by ``subgraphs`` or this dispatcher.
+        Bodies run on the host: their values come from the enclosing node's host inputs."""
+        return Executor(graph, (self.subgraphs or self).bind)
 
 
 @dataclass

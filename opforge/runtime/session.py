@@ -1,10 +1,12 @@
 """InferenceSession: onnxruntime's Python API over opforge's load -> graph -> passes -> execute."""
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -19,15 +21,16 @@ from opforge.runtime.errors import FeedError
 from opforge.runtime.executor import Dispatcher, Executor
 from opforge.runtime.feeds import as_output, check_feeds
 from opforge.runtime.functions import inline_local_functions
-from opforge.runtime.graph import Graph, ValueInfo, build_graph, sort_graph
+from opforge.runtime.graph import Graph, ValueInfo, build_graph, sort_graph, topological_order
 from opforge.runtime.mapping import apply_mappings
 from opforge.runtime.model import ModelSource, load_model
 from opforge.runtime.options import RunOptions, SessionOptions
+from opforge.runtime.partition import partition
 from opforge.runtime.passes import PassContext, run_passes
 from opforge.runtime.plan import PlannedExecutor
 from opforge.runtime.providers.native import register_library
 from opforge.runtime.session_extras import SessionExtras
-from opforge.runtime.registry import CPU, PROVIDERS, REFERENCE, KernelRegistry, default_registry
+from opforge.runtime.registry import CPU, CUDA, PROVIDERS, REFERENCE, KernelRegistry, default_registry
 from opforge.runtime.shapes import InferredTypes, infer_types
 from opforge.runtime.validation import check_graph
 
@@ -77,6 +80,7 @@ class InferenceSession(SessionExtras):
             providers, provider_options, self._sess_options.disable_reference_fallback)
         self._custom = custom.collect(custom_ops)
         self._pool = _core.ThreadPool(self._sess_options.intra_op_num_threads or os.cpu_count() or 1)
+        self.device = _cuda_device(self._providers, self._provider_options)
         self.registry = self._kernel_registry()
         graph = self._load(path_or_bytes, kwargs.get("base_dir"))
         check_graph(graph, self._opsets, self._custom.op_types())
@@ -84,9 +88,13 @@ class InferenceSession(SessionExtras):
             graph, self._opsets, custom.make_custom_infer(self.registry, self._providers, self._opsets))
         for warning in self.types.warnings:
             logger.warning("%s", warning)
-        self.dispatcher = Dispatcher(self.registry, self._providers, self._opsets, self.types)
+        host = [p for p in self._providers if p != CUDA]
+        self.host_dispatcher = Dispatcher(self.registry, host, self._opsets, self.types)
+        self.dispatcher = (self.host_dispatcher if self.device is None else
+                           Dispatcher(self.registry, self._providers, self._opsets, self.types,
+                                      subgraphs=self.host_dispatcher))
         self._optimize(graph)
-        self._executor = Executor(graph, self.dispatcher.bind)
+        self._executor = Executor(graph, self._partition(graph).__getitem__)
         profiling = self._sess_options.enable_profiling
         self._profile_start_ns = 0
         if profiling:
@@ -106,9 +114,23 @@ class InferenceSession(SessionExtras):
         fallback = REFERENCE in self._providers
         if CPU in self._providers and native.kernel_sources():
             register_library(builtin, native.cpu_kernels(), CPU, self._pool, fallback)
+        if self.device is not None:
+            from opforge.runtime.providers import cuda
+
+            cuda.register(builtin, self.device)
         session = KernelRegistry(parent=builtin)
-        custom.register(session, self._custom, self._pool, fallback)
+        custom.register(session, self._custom, self._pool, fallback, self.device)
         return session
+
+    def _partition(self, graph: Graph) -> dict:
+        """Each node's kernel, chosen once, with copies inserted where values cross devices."""
+        with self._on_device():
+            kernels = {node: self.dispatcher.bind(node) for node in topological_order(graph)}
+            return partition(graph, kernels)
+
+    def _on_device(self):
+        """The session's GPU, stream and memory pool made current (nothing without CUDA)."""
+        return self.device.active() if self.device is not None else contextlib.nullcontext()
 
     def _load(self, source: ModelSource, base_dir) -> Graph:
         """Load, expand local functions, apply op mappings, build the graph in topological order."""
@@ -131,7 +153,8 @@ class InferenceSession(SessionExtras):
     def _optimize(self, graph: Graph) -> None:
         """Run the passes of the session's optimization level; save the result if asked."""
         self.pass_stats = run_passes(graph, self._sess_options.graph_optimization_level,
-                                     PassContext(self.dispatcher.bind, self.types))
+                                     PassContext(self.host_dispatcher.bind, self.types,
+                                                 on_device=self.device is not None))
         if self._sess_options.optimized_model_filepath:
             onnx.save(self._optimized_model(graph), self._sess_options.optimized_model_filepath)
 
@@ -148,7 +171,8 @@ class InferenceSession(SessionExtras):
         env = check_feeds(input_feed, self._required, self._overridable)
         token = RUN_OPTIONS.set(run_options)   # loops inside the run watch it too
         try:
-            values = dict(zip(self._executor.output_names, self._runner.run(env, run_options)))
+            with self._on_device():
+                values = dict(zip(self._executor.output_names, self._runner.run(env, run_options)))
         finally:
             RUN_OPTIONS.reset(token)
         return [as_output(values[name]) for name in names]
@@ -238,26 +262,56 @@ class InferenceSession(SessionExtras):
         model = onnx.ModelProto()
         model.CopyFrom(self._model)
         model.graph.CopyFrom(graph.to_proto())
+        imported = {o.domain for o in model.opset_import}
+        for domain in sorted({n.domain for n in graph.nodes} - imported - {"ai.onnx"}):
+            model.opset_import.append(onnx.helper.make_opsetid(domain, 1))  # added by a fusion
         return model
 
 
 def _provider_list(providers, provider_options, no_reference: bool):
-    names, options = [], {}
+    names, options, cpu_after_cuda = [], {}, False
     for index, entry in enumerate(providers or [CPU]):
         name, opts = (entry[0], dict(entry[1])) if isinstance(entry, (tuple, list)) else (entry, {})
         if provider_options and index < len(provider_options):
             opts.update(provider_options[index])
         if name not in PROVIDERS:
             raise ValueError(f"unknown execution provider {name!r}; opforge has {list(PROVIDERS)}")
+        if name == CUDA and CPU not in [e[0] if isinstance(e, (tuple, list)) else e for e in providers]:
+            cpu_after_cuda = True   # as in onnxruntime, nodes without a CUDA kernel run on the CPU
+        if name == CUDA and not _cuda_usable():
+            continue
         if name not in names:
             names.append(name)
             options[name] = opts
+    if cpu_after_cuda:
+        names.insert(names.index(CUDA) + 1 if CUDA in names else 0, CPU)
+        options[CPU] = {}
     if no_reference:
         names = [n for n in names if n != REFERENCE]
     elif REFERENCE not in names:
         names.append(REFERENCE)
         options[REFERENCE] = {}
     return names, options
+
+
+def _cuda_usable() -> bool:
+    """Whether CUDA can run here; if not, warn (as onnxruntime does) and say why."""
+    from opforge.runtime.providers.cuda import unavailable_reason
+
+    why = unavailable_reason()
+    if why:
+        warnings.warn(f"{CUDA} is not available ({why}); this session runs on "
+                      f"{CPU}", RuntimeWarning, stacklevel=4)
+    return not why
+
+
+def _cuda_device(providers: list, options: dict):
+    """The session's GPU when CUDA is among its providers, else None."""
+    if CUDA not in providers:
+        return None
+    from opforge.runtime.providers.cuda.device import CudaDevice
+
+    return CudaDevice(options.get(CUDA, {}))
 
 
 def _node_arg(value: ValueInfo) -> NodeArg:

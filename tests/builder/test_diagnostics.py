@@ -53,7 +53,7 @@ def test_incomplete_op_definition_is_reported_at_load(cache_dir, tmp_path):
     (dict(name="bad-name", sources=["x.cpp"]), ValueError, "must be a Python identifier"),
     (dict(name="ok", sources=["/nonexistent/x.cpp"]), FileNotFoundError, "not found: /nonexistent/x.cpp"),
     (dict(name="ok", sources=["x.cpp"], backend="TPU"), ValueError, "backend 'TPU' is not one of"),
-    (dict(name="ok", sources=["x.cu"], backend="CUDA"), NotImplementedError, "not supported yet"),
+    (dict(name="ok", sources=["x.cu"], backend="CPU"), ValueError, "x.cu need nvcc; pass backend='CUDA'"),
 ])
 def test_bad_builder_arguments(kwargs, error, message):
     with pytest.raises(error, match=message):

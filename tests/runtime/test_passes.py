@@ -77,7 +77,12 @@ def test_a_node_read_only_by_a_subgraph_stays_alive():
 
 def test_levels_choose_passes():
     assert passes_for(GraphOptimizationLevel.ORT_DISABLE_ALL) == []
-    assert passes_for(GraphOptimizationLevel.ORT_ENABLE_ALL) == [fold_constants, remove_dead_nodes]
+    basic = passes_for(GraphOptimizationLevel.ORT_ENABLE_BASIC)
+    assert basic[:2] == [fold_constants, remove_dead_nodes]
+    extended = passes_for(GraphOptimizationLevel.ORT_ENABLE_EXTENDED)
+    assert extended[:len(basic)] == basic and len(extended) > len(basic)
+    assert passes_for(GraphOptimizationLevel.ORT_ENABLE_ALL) == extended
     graph, context = prepared(folding_model([2, 3]))
     stats = run_passes(graph, GraphOptimizationLevel.ORT_ENABLE_BASIC, context)
-    assert stats == {"fold_constants": 3, "remove_dead_nodes": 0}
+    assert list(stats) == [p.__name__ for p in basic]
+    assert stats["fold_constants"] == 3 and stats["remove_dead_nodes"] == 0

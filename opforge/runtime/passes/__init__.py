@@ -8,6 +8,9 @@ from opforge.runtime.graph import Graph
 from opforge.runtime.options import GraphOptimizationLevel
 from opforge.runtime.passes.constant_folding import fold_constants
 from opforge.runtime.passes.dead_code import remove_dead_nodes
+from opforge.runtime.passes.fold_batchnorm import fold_batchnorm
+from opforge.runtime.passes.fuse_conv_activation import fuse_conv_activation
+from opforge.runtime.passes.fuse_conv_add import fuse_conv_add
 from opforge.runtime.shapes import InferredTypes
 
 
@@ -17,16 +20,22 @@ class PassContext:
 
     bind: Callable
     types: InferredTypes
+    on_device: bool = False   # some nodes will run on a device provider (CUDA)
 
 
 GraphPass = Callable[[Graph, PassContext], int]
 """A pass rewrites the graph in place and returns how many nodes it changed."""
 
+# As onnxruntime: rewrites into standard ops are basic; fusions into contrib (com.microsoft)
+# ops are extended. Conv+Add runs before Conv+activation, so Conv+Add+Relu ends in one node.
+BASIC = [fold_constants, remove_dead_nodes, fold_batchnorm]
+EXTENDED = BASIC + [fuse_conv_add, fuse_conv_activation]
+
 PASSES: dict[GraphOptimizationLevel, list[GraphPass]] = {
     GraphOptimizationLevel.ORT_DISABLE_ALL: [],
-    GraphOptimizationLevel.ORT_ENABLE_BASIC: [fold_constants, remove_dead_nodes],
-    GraphOptimizationLevel.ORT_ENABLE_EXTENDED: [fold_constants, remove_dead_nodes],
-    GraphOptimizationLevel.ORT_ENABLE_ALL: [fold_constants, remove_dead_nodes],
+    GraphOptimizationLevel.ORT_ENABLE_BASIC: BASIC,
+    GraphOptimizationLevel.ORT_ENABLE_EXTENDED: EXTENDED,
+    GraphOptimizationLevel.ORT_ENABLE_ALL: EXTENDED,
 }
 
 
@@ -37,6 +46,12 @@ def passes_for(level: int) -> list[GraphPass]:
     return PASSES[chosen]
 
 
+# Fusions into ops only the CPU provider runs: a session that puts nodes on CUDA keeps the
+# unfused nodes, which the CUDA provider covers (onnxruntime, too, fuses per execution provider).
+CPU_ONLY = (fuse_conv_add, fuse_conv_activation)
+
+
 def run_passes(graph: Graph, level: int, context: PassContext) -> dict[str, int]:
     """Run the passes for ``level`` on ``graph`` in place; return nodes changed per pass."""
-    return {graph_pass.__name__: graph_pass(graph, context) for graph_pass in passes_for(level)}
+    chosen = [p for p in passes_for(level) if not (context.on_device and p in CPU_ONLY)]
+    return {graph_pass.__name__: graph_pass(graph, context) for graph_pass in chosen}

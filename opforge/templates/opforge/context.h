@@ -11,6 +11,10 @@
 #include "opforge/abi.h"
 #include "opforge/tensor.h"
 
+/// What cudaStream_t points to; declared here so ctx.stream() is a cudaStream_t without
+/// including CUDA's headers in CPU ops.
+struct CUstream_st;
+
 namespace opforge __attribute__((visibility("hidden"))) {
 
 /// Reads attributes by name, converting to the C++ type asked for.
@@ -136,8 +140,9 @@ class KernelContext {
   /// The scratch space the op asked for in its workspace function, as T*.
   template <class T = void> T* workspace() const { return static_cast<T*>(c_->workspace); }
   int64_t workspace_bytes() const { return c_->workspace_bytes; }
-  /// The CUDA stream to launch on (a cudaStream_t); NULL on the CPU.
-  void* stream() const { return c_->stream; }
+  /// The cudaStream_t a CUDA op must launch on (the caller's stream: cupy's current one for
+  /// eager calls, the session's in a model); NULL on the CPU.
+  CUstream_st* stream() const { return static_cast<CUstream_st*>(c_->stream); }
   int num_threads() const { return c_->num_threads > 0 ? c_->num_threads : 1; }
 
   /// Runs fn(begin, end) over [0, n) on the host's threads, chunks of at least `grain`.

@@ -67,6 +67,8 @@ class OpDef {
   OpDef& domain(const char* d);
   OpDef& since(int version);
   OpDef& doc(const char* text);
+  /// Where compute runs. Ops of a CUDA library default to OPF_BACKEND_CUDA (device tensors,
+  /// ctx.stream()), others to OPF_BACKEND_CPU.
   OpDef& backend(opf_backend b);
 
   /// Inputs and outputs, in order. An empty dtype list accepts any type.

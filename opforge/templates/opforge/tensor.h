@@ -78,6 +78,9 @@ class Tensor {
     return true;
   }
   bool on_cpu() const { return t_->device_type == OPF_CPU; }
+  /// True for GPU memory (the inputs and outputs of CUDA ops); device_id() names the GPU.
+  bool on_cuda() const { return t_->device_type == OPF_CUDA; }
+  int device_id() const { return t_->device_id; }
   bool has_data() const { return t_->data != nullptr; }
   void* raw() const { return t_->data; }
   /// Typed data pointer; throws if T is not the tensor's dtype.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_hook.h"
 #include "opforge/op.h"
 
 namespace opforge {
@@ -37,7 +38,7 @@ struct OpDef::Impl {
 
   std::string name, domain, doc;
   int since = 1;
-  opf_backend backend = OPF_BACKEND_CPU;
+  int32_t backend = -1;  // unset: the library's default, decided when the table is frozen
   std::vector<Param> inputs, outputs;
   std::vector<Attr> attrs;
   std::vector<int32_t> inplace;
@@ -113,8 +114,15 @@ int32_t workspace_entry(const opf_infer_ctx* c, int64_t* bytes, opf_error* err) 
 
 int32_t compute_entry(const opf_compute_ctx* c, opf_error* err) {
   return guarded(c->op, err, [&] {
+    ComputeFn fn = fns_of(c->op).compute;
+    if (c->op->backend == OPF_BACKEND_CUDA) {
+      if (detail::cuda_runner == nullptr)
+        throw Error("this CUDA op is in a library built without CUDA: build it with backend='CUDA'");
+      detail::cuda_runner(c, fn);
+      return;
+    }
     KernelContext ctx(c);
-    fns_of(c->op).compute(ctx);
+    fn(ctx);
   });
 }
 
@@ -124,6 +132,8 @@ void freeze_params(const std::vector<OpDef::Impl::Param>& src, std::vector<opf_p
 }
 
 }  // namespace
+
+detail::CudaRunner detail::cuda_runner = nullptr;
 
 OpDef& detail::register_op(const char* name) {
   registry().emplace_back(new OpDef(name));
@@ -254,6 +264,7 @@ const opf_op_def* OpDef::freeze() {
   freeze_params(m.outputs, m.c_outputs);
   for (auto& a : m.attrs) m.freeze_attr(a);
   if (!m.inplace.empty()) m.inplace.resize(m.outputs.size(), -1);
+  if (m.backend < 0) m.backend = detail::cuda_runner ? OPF_BACKEND_CUDA : OPF_BACKEND_CPU;
   m.def = opf_op_def{sizeof(opf_op_def), m.name.c_str(), m.domain.c_str(), m.since, m.backend,
                      m.doc.c_str(), m.c_inputs.data(), int32_t(m.c_inputs.size()),
                      m.c_outputs.data(), int32_t(m.c_outputs.size()), m.c_attrs.data(),

@@ -1,0 +1,274 @@
+// conv_gemm_f32.cpp: float32 convolution as a GEMM on opforge's own register tiles.
+//
+// Y[m, p] = sum_k W[m, k] * B[k, p] per image and group, k = (input channel, tap). The weights
+// are read where they lie (row m of W is already the k-contiguous stream a tile broadcasts
+// from), so nothing about them is packed, per run or ever. B is never built whole: per block of
+// K, one tile of kNR positions is packed at a time from the input (copied once into a
+// zero-padded buffer when the conv pads, so no tap needs a bounds check), and runs against the
+// row blocks of W while it is in L1. Bias, the residual Z and the activation are applied in
+// registers as the last K block is stored. Work is cut into near-equal slices of (tile, row
+// block) pairs, a few per thread.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "conv_pack.h"
+#include "conv_run.h"
+#include "conv_tiles.h"
+#include "elementwise_math.h"
+
+namespace opforge_conv {
+
+void activate_rows(const Epilogue& e, float* y, int64_t ld, int64_t rows, int64_t p0, int64_t p1) {
+  namespace vm = opforge_cpu::ew::vmath;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = y + r * ld;
+    switch (e.act) {
+      case Activation::Sigmoid:
+        for (int64_t i = p0; i < p1; ++i) row[i] = vm::sigmoid(row[i]);
+        break;
+      case Activation::Tanh:
+        for (int64_t i = p0; i < p1; ++i) row[i] = vm::tanh(row[i]);
+        break;
+      default:
+        for (int64_t i = p0; i < p1; ++i) row[i] = e.apply(row[i]);
+    }
+  }
+}
+
+#if !defined(__AVX512F__)
+
+int64_t conv_gemm_f32_workspace(const ConvShape&) { return 0; }
+
+bool conv_gemm_f32(KernelContext&, const ConvShape&, const float*, const float*, const float*, const float*, float*,
+                   const Epilogue&) {
+  return false;
+}
+
+#else
+
+namespace tiles {
+
+template <int V>
+void run_rows(int rows, const TileArgs& t) {
+  switch (rows) {
+    case 1: return tile<1, V>(t);
+    case 2: return tile<2, V>(t);
+    case 3: return tile<3, V>(t);
+    case 4: return tile<4, V>(t);
+    case 5: return tile<5, V>(t);
+    case 6: return tile<6, V>(t);
+    case 7: return tile<7, V>(t);
+    default: return tile<8, V>(t);
+  }
+}
+
+void run_tile(int rows, int vectors, const TileArgs& t) {
+  if (vectors == 1)
+    run_rows<1>(rows, t);
+  else
+    run_rows<2>(rows, t);
+}
+
+}  // namespace tiles
+
+namespace {
+
+using tiles::Grid;
+using tiles::kMR;
+using tiles::kNR;
+using tiles::TileMap;
+
+constexpr int64_t kKcTarget = 768;        ///< K rows per block: a row block of W (24 KB) stays in L1
+constexpr int64_t kSlicesPerThread = 4;   ///< the host pool hands out single slices up to 4 per thread
+constexpr int64_t kL2Bytes = 512 * 1024;  ///< packed tiles of one run, kept in L2
+
+bool has_pads(const Window& w) {
+  for (int a = 0; a < 3; ++a)
+    if (w.pad[a] != 0 || w.pad_end[a] != 0) return true;
+  return false;
+}
+
+/// The input's dims as B reads them: padded when the conv pads.
+void source_dims(const Window& w, int64_t dims[3]) {
+  for (int a = 0; a < 3; ++a) dims[a] = w.in[a] + (has_pads(w) ? w.pad[a] + w.pad_end[a] : 0);
+}
+
+/// Tiles over the output, or for stride-1 convs over the padded input's grid unless that wastes
+/// over 10% more lanes (its padding columns) than the output's tiles would: a grid tile packs
+/// with one copy per row, an output tile with one per output row it crosses.
+Grid grid_for(const Window& w) {
+  int64_t src[3];
+  source_dims(w, src);
+  Grid g;
+  g.out_h = w.out[1], g.out_w = w.out[2];
+  g.src_pitch = src[2], g.src_plane = src[1] * src[2];
+  for (int a = 0; a < 3; ++a) g.stride[a] = w.stride[a];
+  g.pitch = g.out_w, g.plane = g.out_h * g.out_w, g.count = w.out_size();
+  if (w.stride[0] != 1 || w.stride[1] != 1 || w.stride[2] != 1 || w.is_pointwise()) return g;
+  const int64_t grid_count = (w.out[0] - 1) * g.src_plane + (w.out[1] - 1) * g.src_pitch + w.out[2];
+  const double lanes_out = double((g.count + kNR / 2 - 1) / (kNR / 2) * (kNR / 2));
+  const double lanes_grid = double((grid_count + kNR - 1) / kNR * kNR);
+  if (lanes_grid > lanes_out * 1.10) return g;
+  g.is_virtual = true;
+  g.pitch = g.src_pitch, g.plane = g.src_plane, g.count = grid_count;
+  return g;
+}
+
+/// How one convolution is cut: K blocks of whole channels, tiles, row blocks, slices.
+struct Cut {
+  Grid grid;
+  std::vector<TileMap> maps;    ///< per tile
+  std::vector<int64_t> tapoff;  ///< offset of each tap in the input B reads
+  int64_t tiles, k, taps, chans_per_block, mb, images, slices;
+  int64_t max_run;  ///< tiles per run, so that a run's packed tiles fit in L2
+  int64_t items() const { return images * tiles * mb; }
+};
+
+Cut cut_for(const ConvShape& s, int threads) {
+  Cut c;
+  const Window& w = s.w;
+  c.grid = grid_for(w);
+  c.tiles = (c.grid.count + kNR - 1) / kNR;
+  for (int64_t t = 0; t < c.tiles; ++t)
+    c.maps.push_back(c.grid.is_virtual ? tiles::map_grid_tile(c.grid, t * kNR) : tiles::map_output_tile(c.grid, t * kNR));
+  for (int64_t kd = 0; kd < w.k[0]; ++kd)
+    for (int64_t kh = 0; kh < w.k[1]; ++kh)
+      for (int64_t kw = 0; kw < w.k[2]; ++kw)
+        c.tapoff.push_back(kd * w.dil[0] * c.grid.src_plane + kh * w.dil[1] * c.grid.src_pitch + kw * w.dil[2]);
+  c.taps = w.k_size();
+  c.k = s.cg * c.taps;
+  const int64_t blocks = (c.k + kKcTarget - 1) / kKcTarget;
+  c.chans_per_block = std::max<int64_t>(1, (s.cg + blocks - 1) / blocks);
+  c.mb = (s.mg + kMR - 1) / kMR;
+  c.images = s.n * s.group;
+  c.slices = threads <= 1 ? 1 : std::min<int64_t>(threads * kSlicesPerThread, c.items());
+  c.max_run = std::max<int64_t>(1, kL2Bytes / (c.chans_per_block * c.taps * kNR * int64_t(sizeof(float))));
+  return c;
+}
+
+/// Floats of the padded input (all images and channels), or 0 when B reads the input as it is.
+int64_t padded_floats(const ConvShape& s) {
+  if (!has_pads(s.w)) return 0;
+  int64_t src[3];
+  source_dims(s.w, src);
+  return s.n * s.c * src[0] * src[1] * src[2];
+}
+
+/// x (N, C, spatial) copied into `out` with the window's zero padding around every plane.
+void pad_input(KernelContext& ctx, const ConvShape& s, const float* x, float* out) {
+  const Window& w = s.w;
+  int64_t src[3];
+  source_dims(w, src);
+  const int64_t plane = src[0] * src[1] * src[2];
+  ctx.parallel_for(s.n * s.c, 16, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      float* dst = out + c * plane;
+      std::fill(dst, dst + plane, 0.f);
+      const float* from = x + c * w.in_size();
+      for (int64_t d = 0; d < w.in[0]; ++d)
+        for (int64_t h = 0; h < w.in[1]; ++h)
+          std::memcpy(dst + ((d + w.pad[0]) * src[1] + h + w.pad[1]) * src[2] + w.pad[2],
+                      from + (d * w.in[1] + h) * w.in[2], size_t(w.in[2]) * sizeof(float));
+    }
+  });
+}
+
+/// The operands and cut of one convolution call; src is the input B is read from (padded or
+/// not), cstride its channel stride.
+struct Job {
+  const ConvShape& s;
+  const Cut& cut;
+  const float *src, *w, *bias, *z;
+  int64_t cstride;
+  float* y;
+  const Epilogue& e;
+};
+
+/// Tiles [t0, t1) of one image-group, row blocks [mb0, mb1), for one K block of channels
+/// [c0, c0 + cb): packs the tiles (they stay in L2), then runs each row block of W (in L1)
+/// over every tile in turn, so W is read once per K block.
+void run_kblock(const Job& job, int64_t image, int64_t t0, int64_t t1, int64_t mb0, int64_t mb1, int64_t c0,
+                std::vector<float>& pack) {
+  const ConvShape& s = job.s;
+  const Cut& c = job.cut;
+  const int64_t n = image / s.group, g = image % s.group, p = s.w.out_size();
+  const float* src = job.src + (n * s.c + g * s.cg + c0) * job.cstride;
+  const int64_t y0 = (n * s.m + g * s.mg) * p;
+  const int64_t cb = std::min(c.chans_per_block, s.cg - c0), kc = cb * c.taps;
+  const int64_t step = c.grid.is_virtual ? 1 : s.w.stride[2];
+  pack.resize(size_t((t1 - t0) * kc * kNR));
+  for (int64_t t = t0; t < t1; ++t)
+    tiles::pack_tile(c.maps[size_t(t)], src, job.cstride, c.tapoff, cb, step, pack.data() + (t - t0) * kc * kNR);
+  for (int64_t mb = mb0; mb < mb1; ++mb) {
+    const int64_t m = mb * kMR, rows = std::min<int64_t>(kMR, s.mg - m), at = y0 + m * p;
+    tiles::TileArgs args{kc, job.w + (g * s.mg + m) * c.k + c0 * c.taps, c.k, nullptr, job.y + at, p, nullptr,
+                         job.bias ? job.bias + g * s.mg + m : nullptr, job.z ? job.z + at : nullptr, c0 == 0,
+                         c0 + cb >= s.cg, &job.e};
+    for (int64_t t = t0; t < t1; ++t) {
+      const TileMap& map = c.maps[size_t(t)];
+      args.b = pack.data() + (t - t0) * kc * kNR;
+      args.lanes = map.lanes;
+      tiles::run_tile(int(rows), map.vectors, args);
+    }
+  }
+}
+
+/// Tiles [t0, t1) of one image-group, row blocks [mb0, mb1): every K block, then the
+/// activations that are not applied in registers.
+void run_block(const Job& job, int64_t image, int64_t t0, int64_t t1, int64_t mb0, int64_t mb1,
+               std::vector<float>& pack) {
+  const ConvShape& s = job.s;
+  for (int64_t c0 = 0; c0 < s.cg; c0 += job.cut.chans_per_block) run_kblock(job, image, t0, t1, mb0, mb1, c0, pack);
+  if (tiles::in_register(job.e.act)) return;
+  const int64_t p = s.w.out_size(), n = image / s.group, g = image % s.group;
+  const int64_t m0 = mb0 * kMR, m1 = std::min(s.mg, mb1 * kMR);
+  activate_rows(job.e, job.y + (n * s.m + g * s.mg + m0) * p, p, m1 - m0, job.cut.maps[size_t(t0)].y_begin,
+                job.cut.maps[size_t(t1 - 1)].y_end);
+}
+
+/// Items [lo, hi) of the (image, tile, row block) space, in runs of whole tiles where it can.
+void run_slice(const Job& job, int64_t lo, int64_t hi) {
+  thread_local std::vector<float> pack;
+  const Cut& c = job.cut;
+  for (int64_t i = lo; i < hi;) {
+    const int64_t unit = i / c.mb, mb0 = i % c.mb, image = unit / c.tiles, t = unit % c.tiles;
+    if (mb0 == 0 && hi - i >= c.mb) {
+      const int64_t t1 = std::min({c.tiles, t + (hi - i) / c.mb, t + c.max_run});
+      run_block(job, image, t, t1, 0, c.mb, pack);
+      i += (t1 - t) * c.mb;
+    } else {
+      const int64_t mb1 = std::min(c.mb, mb0 + (hi - i));
+      run_block(job, image, t, t + 1, mb0, mb1, pack);
+      i += mb1 - mb0;
+    }
+  }
+}
+
+}  // namespace
+
+int64_t conv_gemm_f32_workspace(const ConvShape& s) { return padded_floats(s) * int64_t(sizeof(float)); }
+
+bool conv_gemm_f32(KernelContext& ctx, const ConvShape& s, const float* x, const float* w, const float* bias,
+                   const float* z, float* y, const Epilogue& e) {
+  const Cut cut = cut_for(s, ctx.num_threads());
+  const float* src = x;
+  int64_t cstride = s.w.in_size();
+  if (const int64_t padded = padded_floats(s)) {
+    OPFORGE_CHECK(ctx.workspace_bytes() >= padded * int64_t(sizeof(float)),
+                  "the workspace is smaller than the padded input");
+    pad_input(ctx, s, x, ctx.workspace<float>());
+    src = ctx.workspace<float>();
+    cstride = padded / (s.n * s.c);
+  }
+  const Job job{s, cut, src, w, bias, z, cstride, y, e};
+  const int64_t items = cut.items(), slices = cut.slices;
+  ctx.parallel_for(slices, 1, [&](int64_t s0, int64_t s1) {
+    for (int64_t t = s0; t < s1; ++t) run_slice(job, t * items / slices, (t + 1) * items / slices);
+  });
+  return true;
+}
+
+#endif  // __AVX512F__
+
+}  // namespace opforge_conv

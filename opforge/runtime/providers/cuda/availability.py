@@ -1,0 +1,19 @@
+"""Whether CUDA can be used in this process: a GPU the driver sees, and cupy."""
+from opforge.builder.cuda_driver import driver_info
+
+
+def unavailable_reason() -> str:
+    """Why the CUDA provider cannot run here ("" when it can)."""
+    problem = driver_info().problem
+    if problem:
+        return problem
+    try:
+        import cupy  # noqa: F401
+    except Exception as exc:  # ImportError, or a cupy built for another CUDA
+        return f"cupy does not import ({type(exc).__name__}: {exc}); pip install cupy-cuda13x"
+    return ""
+
+
+def available() -> bool:
+    """True when a GPU is visible and cupy imports."""
+    return not unavailable_reason()

@@ -1,0 +1,52 @@
+"""One GPU as a session sees it: its stream, its memory pool, and copies to and from the host."""
+import contextlib
+
+from opforge.runtime.registry import CUDA
+
+
+class CudaDevice:
+    """The GPU `device_id` with a stream (`user_compute_stream`, else a new non-blocking one)
+    and a cupy memory pool of its own (capped at `gpu_mem_limit` bytes when given)."""
+
+    provider = CUDA
+
+    def __init__(self, options: dict):
+        import cupy
+
+        self.xp = cupy
+        self.id = int(options.get("device_id", 0))
+        self.name = f"cuda:{self.id}"
+        with cupy.cuda.Device(self.id):
+            given = options.get("user_compute_stream")
+            self.stream = (cupy.cuda.ExternalStream(int(given)) if given
+                           else cupy.cuda.Stream(non_blocking=True))
+            self.pool = cupy.cuda.MemoryPool()
+        limit = options.get("gpu_mem_limit")
+        if limit:
+            self.pool.set_limit(size=int(limit))
+
+    @property
+    def stream_ptr(self) -> int:
+        """The cudaStream_t custom CUDA ops launch on."""
+        return self.stream.ptr
+
+    @contextlib.contextmanager
+    def active(self):
+        """Makes this GPU, its stream and its memory pool cupy's current ones."""
+        cp = self.xp
+        with cp.cuda.Device(self.id), self.stream, cp.cuda.using_allocator(self.pool.malloc):
+            yield self
+
+    def upload(self, value):
+        """A host value (numpy) as a GPU array; None and non-arrays pass through."""
+        if value is None or not hasattr(value, "dtype"):
+            return value
+        with self.active():
+            return self.xp.asarray(value)
+
+    def download(self, value):
+        """A GPU array as a numpy array (waits for the stream); other values pass through."""
+        if not isinstance(value, self.xp.ndarray):
+            return value
+        with self.active():
+            return self.xp.asnumpy(value, stream=self.stream)

@@ -1,0 +1,247 @@
+"""Conv fusions: BatchNormalization folded into Conv/Gemm weights, Conv+Add(+activation) and
+Conv+activation as com.microsoft FusedConv; and the FusedConv kernel itself against onnxruntime.
+
+Each fusion is checked four ways: the pattern became the fused node, pass_stats counts it, the
+result equals the unfused graph's (optimizations off) and onnxruntime's, and a saved optimized
+model holds the fused node and runs the same in onnxruntime."""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnxruntime as ort
+import opforge
+from numeric import assert_close, assert_would_catch, scaled_atol
+from onnx_builders import tensor
+
+LEVEL = opforge.GraphOptimizationLevel
+RTOL, ATOL = 1e-5, 1e-5
+rng = np.random.default_rng(0)
+
+
+def conv_model(tail, x_shape=(1, 8, 9, 9), m=8, k=3, bias=True, extra_inputs=(), outputs=("y",), opset=17,
+               initializers=(), group=1, dtype=np.float32):
+    """x -> Conv(w[, b]) -> c, then the nodes of ``tail`` (which read c and write ``outputs``)."""
+    elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    w = (rng.standard_normal((m, x_shape[1] // group, k, k)) * 0.2).astype(dtype)
+    inits = [numpy_helper.from_array(w, "w")] + list(initializers)
+    if bias:
+        inits.append(numpy_helper.from_array(rng.standard_normal(m).astype(dtype), "b"))
+    conv = helper.make_node("Conv", ["x", "w", "b" if bias else ""], ["c"], name="conv", pads=[k // 2] * 4,
+                            group=group)
+    graph = helper.make_graph([conv] + list(tail), "g", [tensor("x", list(x_shape), elem)] + list(extra_inputs),
+                              [helper.make_tensor_value_info(o, elem, None) for o in outputs], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def session(model, level=LEVEL.ORT_ENABLE_ALL, path=""):
+    options = opforge.SessionOptions()
+    options.graph_optimization_level = level
+    options.optimized_model_filepath = path
+    return opforge.InferenceSession(model.SerializeToString(), options)
+
+
+def feeds_for(model):
+    out = {}
+    for value in model.graph.input:
+        shape = [d.dim_value for d in value.type.tensor_type.shape.dim]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type)
+        out[value.name] = rng.standard_normal(shape).astype(dtype)
+    return out
+
+
+def check_fusion(model, tmp_path, fused_ops, stat, count=1, level=LEVEL.ORT_ENABLE_ALL):
+    """Runs the four checks of the module docstring; returns the fused session."""
+    feeds = feeds_for(model)
+    saved = str(tmp_path / "optimized.onnx")
+    fused = session(model, level, saved)
+    assert [op for _, op, _ in fused.node_providers()] == fused_ops
+    assert all(p == "CPUExecutionProvider" for _, _, p in fused.node_providers())
+    assert fused.pass_stats[stat] == count
+    plain = session(model, LEVEL.ORT_DISABLE_ALL).run(None, feeds)
+    oracle = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for _ in range(2):   # the first run records, the second runs the compiled plan
+        got = fused.run(None, feeds)
+        for g, p, o in zip(got, plain, oracle):
+            assert_close(g, p, RTOL, scaled_atol(p, ATOL), "fused vs unfused")
+            assert_close(g, o, RTOL, scaled_atol(o, ATOL), "fused vs onnxruntime")
+    reloaded = onnx.load(saved)
+    assert [n.op_type for n in reloaded.graph.node] == fused_ops
+    domains = {n.domain for n in reloaded.graph.node} - {""}
+    assert domains <= {o.domain for o in reloaded.opset_import}
+    saved_run = ort.InferenceSession(saved, providers=["CPUExecutionProvider"]).run(None, feeds)
+    for g, s in zip(got, saved_run):
+        assert_close(g, s, RTOL, scaled_atol(s, ATOL), "saved optimized model in onnxruntime")
+    return fused
+
+
+def batchnorm(inputs, output="y", m=8, **attrs):
+    scale, bias, mean = (rng.standard_normal(m).astype(np.float32) for _ in range(3))
+    var = rng.uniform(0.5, 1.5, m).astype(np.float32)
+    inits = [numpy_helper.from_array(v, f"bn_{n}") for n, v in zip(("s", "b", "m", "v"), (scale, bias, mean, var))]
+    node = helper.make_node("BatchNormalization", [inputs, "bn_s", "bn_b", "bn_m", "bn_v"], [output], **attrs)
+    return node, inits
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_batchnorm_folds_into_conv(tmp_path, bias):
+    bn, inits = batchnorm("c", epsilon=1e-3)
+    model = conv_model([bn], bias=bias, initializers=inits)
+    check_fusion(model, tmp_path, ["Conv"], "fold_batchnorm", level=LEVEL.ORT_ENABLE_BASIC)
+
+
+@pytest.mark.parametrize("trans_b", [0, 1])
+@pytest.mark.parametrize("c_shape", [None, [5], [3, 5]])
+def test_batchnorm_folds_into_gemm(tmp_path, trans_b, c_shape):
+    b = rng.standard_normal((5, 4) if trans_b else (4, 5)).astype(np.float32)
+    inits = [numpy_helper.from_array(b, "gb")]
+    inputs = ["a", "gb"]
+    if c_shape:
+        inits.append(numpy_helper.from_array(rng.standard_normal(c_shape).astype(np.float32), "gc"))
+        inputs.append("gc")
+    bn, bn_inits = batchnorm("g", m=5)
+    nodes = [helper.make_node("Gemm", inputs, ["g"], transB=trans_b, beta=0.5), bn]
+    graph = helper.make_graph(nodes, "g", [tensor("a", [3, 4])], [tensor("y", None)], inits + bn_inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    check_fusion(model, tmp_path, ["Gemm"], "fold_batchnorm", level=LEVEL.ORT_ENABLE_BASIC)
+
+
+def test_batchnorm_stays_when_the_conv_output_is_read_elsewhere():
+    bn, inits = batchnorm("c")
+    model = conv_model([bn], initializers=inits, outputs=("y", "c"))
+    sess = session(model)
+    assert sess.pass_stats["fold_batchnorm"] == 0
+    assert "BatchNormalization" in [op for _, op, _ in sess.node_providers()]
+
+
+def test_conv_add_relu_becomes_one_fused_conv(tmp_path):
+    tail = [helper.make_node("Add", ["z", "c"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+    model = conv_model(tail, extra_inputs=[tensor("z", [1, 8, 9, 9])])
+    fused = check_fusion(model, tmp_path, ["FusedConv"], "fuse_conv_add")
+    assert fused.pass_stats["fuse_conv_activation"] == 1
+
+
+def test_conv_add_of_its_own_input_is_fused(tmp_path):
+    """Y = Conv(X) + X: Y may be planned over Z, which is X; the kernel must not read X after
+    writing Y."""
+    tail = [helper.make_node("Add", ["c", "x"], ["y"])]
+    check_fusion(conv_model(tail), tmp_path, ["FusedConv"], "fuse_conv_add")
+
+
+def test_resnet_block_folds_and_fuses(tmp_path):
+    bn, inits = batchnorm("c", output="n")
+    tail = [bn, helper.make_node("Sum", ["n", "z"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+    model = conv_model(tail, extra_inputs=[tensor("z", [1, 8, 9, 9])], initializers=inits, bias=False)
+    check_fusion(model, tmp_path, ["FusedConv"], "fold_batchnorm")
+
+
+def test_add_that_broadcasts_is_not_fused():
+    tail = [helper.make_node("Add", ["c", "z"], ["y"])]
+    sess = session(conv_model(tail, extra_inputs=[tensor("z", [1, 8, 1, 1])]))
+    assert sess.pass_stats["fuse_conv_add"] == 0
+
+
+def test_nothing_fuses_below_the_extended_level():
+    tail = [helper.make_node("Add", ["c", "z"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+    sess = session(conv_model(tail, extra_inputs=[tensor("z", [1, 8, 9, 9])]), LEVEL.ORT_ENABLE_BASIC)
+    assert [op for _, op, _ in sess.node_providers()] == ["Conv", "Add", "Relu"]
+
+
+def activation(op, opset=17):
+    """(node reading c writing y, initializers) for each activation FusedConv can take."""
+    if op == "Clip" and opset >= 11:
+        inits = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("lo", -0.5), ("hi", 0.8))]
+        return helper.make_node("Clip", ["c", "lo", "hi"], ["y"]), inits
+    attrs = {"LeakyRelu": {"alpha": 0.2}, "HardSigmoid": {"alpha": 0.3, "beta": 0.4},
+             "Clip": {"min": -0.5, "max": 0.8}}.get(op, {})
+    return helper.make_node(op, ["c"], ["y"], **attrs), []
+
+
+@pytest.mark.parametrize("op,opset", [("Relu", 17), ("Tanh", 17), ("Sigmoid", 17), ("LeakyRelu", 17),
+                                      ("HardSigmoid", 17), ("Clip", 17), ("Clip", 6)])
+def test_conv_activation_becomes_fused_conv(tmp_path, op, opset):
+    node, inits = activation(op, opset)
+    check_fusion(conv_model([node], initializers=inits, opset=opset), tmp_path, ["FusedConv"],
+                 "fuse_conv_activation")
+
+
+def test_activation_after_a_shared_conv_output_is_not_fused():
+    model = conv_model([helper.make_node("Relu", ["c"], ["y"]), helper.make_node("Neg", ["c"], ["n"])],
+                       outputs=("y", "n"))
+    assert session(model).pass_stats["fuse_conv_activation"] == 0
+
+
+# ---- the FusedConv kernel itself, on models that already hold the com.microsoft node ----
+
+def fused_conv_model(x_shape, w_shape, z=True, dtype=np.float32, **attrs):
+    elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    w = (rng.standard_normal(w_shape) * 0.2).astype(dtype)
+    b = rng.standard_normal(w_shape[0]).astype(dtype)
+    inputs = [tensor("x", list(x_shape), elem)]
+    names = ["x", "w", "b"]
+    if z:
+        out = ort_conv_shape(x_shape, w_shape, attrs)
+        inputs.append(tensor("z", out, elem))
+        names.append("z")
+    node = helper.make_node("FusedConv", names, ["y"], domain="com.microsoft", **attrs)
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", elem, None)],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    return model
+
+
+def ort_conv_shape(x_shape, w_shape, attrs):
+    pads, strides = attrs.get("pads", [0] * 4), attrs.get("strides", [1, 1])
+    return [x_shape[0], w_shape[0]] + [(x_shape[2 + i] + pads[i] + pads[i + 2] - w_shape[2 + i]) // strides[i] + 1
+                                       for i in range(2)]
+
+
+CASES = {
+    "3x3": ((1, 16, 20, 20), (32, 16, 3, 3), dict(pads=[1, 1, 1, 1])),
+    "1x1": ((1, 40, 7, 7), (24, 40, 1, 1), {}),
+    "stride2": ((2, 6, 17, 15), (12, 6, 3, 3), dict(pads=[1, 0, 1, 2], strides=[2, 2])),
+    "grouped": ((1, 12, 10, 10), (12, 4, 3, 3), dict(pads=[1, 1, 1, 1], group=3)),
+    "depthwise": ((1, 12, 10, 10), (12, 1, 3, 3), dict(pads=[1, 1, 1, 1], group=12)),
+}
+ACTIVATIONS = [("", []), ("Relu", []), ("Tanh", []), ("Sigmoid", []), ("LeakyRelu", [0.1]),
+               ("Clip", [-0.4, 0.6]), ("HardSigmoid", [0.3, 0.5])]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("act,params", ACTIVATIONS)
+def test_fused_conv_kernel_matches_onnxruntime(case, act, params):
+    x_shape, w_shape, attrs = CASES[case]
+    if act:
+        attrs = dict(attrs, activation=act, activation_params=params) if params else dict(attrs, activation=act)
+    model = fused_conv_model(x_shape, w_shape, **attrs)
+    feeds = feeds_for(model)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    sess = session(model)
+    assert sess.node_providers()[0][2] == "CPUExecutionProvider"
+    for _ in range(2):
+        got = sess.run(None, feeds)[0]
+        assert_close(got, want, RTOL, scaled_atol(want, ATOL), f"{case} {act}")
+    assert_would_catch(got, want, RTOL, scaled_atol(want, ATOL), f"{case} {act}")
+
+
+def test_fused_conv_float64_without_z():
+    model = fused_conv_model((1, 5, 8, 8), (7, 5, 3, 3), z=False, dtype=np.float64, activation="Relu", pads=[1] * 4)
+    feeds = feeds_for(model)
+    plain = onnx.ModelProto()
+    plain.CopyFrom(model)
+    plain.graph.node[0].attribute.remove(next(a for a in plain.graph.node[0].attribute if a.name == "activation"))
+    got = session(model).run(None, feeds)[0]
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, np.maximum(session(plain).run(None, feeds)[0], 0), rtol=1e-12)
+
+
+def test_fused_conv_rejects_an_unknown_activation():
+    model = fused_conv_model((1, 4, 5, 5), (4, 4, 3, 3), z=False, activation="Swish")
+    with pytest.raises(Exception, match="activation"):
+        session(model).run(None, feeds_for(model))
