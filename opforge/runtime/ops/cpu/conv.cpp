@@ -190,9 +190,11 @@ void conv_blas(KernelContext& ctx, const ConvShape& s, const GroupArgs<T>& a, co
 
 template <class T>
 void conv_into(KernelContext& ctx, const ConvShape& s, const GroupArgs<T>& a, const Epilogue& e) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (s.depthwise() && conv_depthwise_f32(ctx, s, a.x, a.w, a.bias, a.z, a.y, e)) return;
+    if (!s.depthwise() && conv_gemm_f32(ctx, s, a.x, a.w, a.bias, a.z, a.y, e)) return;
+  }
   if (s.depthwise()) return conv_depthwise(ctx, s, a, e);
-  if constexpr (std::is_same_v<T, float>)
-    if (conv_gemm_f32(ctx, s, a.x, a.w, a.bias, a.z, a.y, e)) return;
   conv_blas(ctx, s, a, e);
 }
 

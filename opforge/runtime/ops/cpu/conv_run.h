@@ -112,6 +112,11 @@ int64_t conv_gemm_f32_workspace(const ConvShape& s);
 bool conv_gemm_f32(KernelContext& ctx, const ConvShape& s, const float* x, const float* w, const float* bias,
                    const float* z, float* y, const Epilogue& e);
 
+/// The float32 depthwise convolution of 2-D convs with stride 1, or 2 along rows, on AVX-512;
+/// false when it does not apply (the generic loop then runs).
+bool conv_depthwise_f32(KernelContext& ctx, const ConvShape& s, const float* x, const float* w, const float* bias,
+                        const float* z, float* y, const Epilogue& e);
+
 /// Applies the activation to rows [0, rows) x columns [p0, p1) of y (leading dimension ld).
 void activate_rows(const Epilogue& e, float* y, int64_t ld, int64_t rows, int64_t p0, int64_t p1);
 

@@ -2,8 +2,10 @@
 // Indices in either storage order), one (N, C) plane per task.
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "pool_f32.h"
 #include "pool_simd.h"
 #include "pool_window.h"
 
@@ -74,6 +76,8 @@ void maxpool_typed(KernelContext& ctx) {
   int64_t* idx = want_idx ? ctx.output(1).data<int64_t>() : nullptr;
   const int64_t order = ctx.has_attr("storage_order") ? ctx.attr<int64_t>("storage_order") : 0;
   OPFORGE_CHECK(order == 0 || order == 1, "attribute 'storage_order' must be 0 or 1, got ", order);
+  if constexpr (std::is_same_v<T, float>)
+    if (idx == nullptr && opforge_nn::pool_f32(ctx, plan, true, false)) return;
   const int64_t in_size = plan.w.in_size(), out_size = plan.w.out_size();
   opforge_nn::for_each_plane(ctx, plan, [&](int64_t c) {
     int64_t* plane_idx = idx != nullptr ? idx + c * out_size : nullptr;

@@ -2,8 +2,10 @@
 // over 1-D, 2-D and 3-D inputs, one (N, C) plane per task.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
+#include "pool_f32.h"
 #include "pool_simd.h"
 #include "pool_window.h"
 
@@ -69,6 +71,8 @@ void sumpool_typed(KernelContext& ctx, int64_t p) {
   const T* x = ctx.input(0).data<T>();
   T* y = ctx.output(0).data<T>();
   const bool include_pad = ctx.has_attr("count_include_pad") && ctx.attr<int64_t>("count_include_pad") != 0;
+  if constexpr (std::is_same_v<T, float>)
+    if (p == 0 && opforge_nn::pool_f32(ctx, plan, false, include_pad)) return;
   const int64_t in_size = plan.w.in_size(), out_size = plan.w.out_size();
   const std::vector<T> col_count = column_counts<T>(plan, include_pad);
   opforge_nn::for_each_plane(ctx, plan, [&](int64_t c) {

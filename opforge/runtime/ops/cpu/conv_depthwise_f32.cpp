@@ -1,0 +1,103 @@
+// conv_depthwise_f32.cpp: float32 depthwise convolution (one input channel per group) with
+// AVX-512, one output plane per task over a zero-padded copy of its input plane
+// (plane_vectors.h). Bias, Z and the activation are applied in registers.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "conv_pack.h"
+#include "conv_run.h"
+#include "plane_vectors.h"
+
+namespace opforge_conv {
+
+#if !defined(__AVX512F__)
+
+bool conv_depthwise_f32(KernelContext&, const ConvShape&, const float*, const float*, const float*, const float*,
+                        float*, const Epilogue&) {
+  return false;
+}
+
+#else
+
+namespace {
+
+using planes::OutVector;
+using planes::Plane;
+using planes::taps;
+using tiles::kLanes;
+
+constexpr int64_t kMaxTaps = 64;  ///< kernels up to 8x8 keep their weights in registers or on the stack
+
+constexpr int kGroup = 4;  ///< output vectors in flight: each tap's FMAs are independent
+
+/// One plane: the output vectors kGroup at a time, each tap's weight broadcast once for them.
+/// Taps is the tap count when fixed at compile time (3x3), else 0.
+template <int Step, int Taps>
+void run_plane(const Plane& p, const std::vector<OutVector>& vecs, const float* xp, const __m512* wv, float bias,
+               const float* z, const Epilogue& e, float* y) {
+  const int64_t n = Taps > 0 ? Taps : int64_t(p.tapoff.size());
+  const int64_t* off = p.tapoff.data();
+  for (size_t v0 = 0; v0 < vecs.size(); v0 += kGroup) {
+    const int g = int(std::min<size_t>(kGroup, vecs.size() - v0));
+    __m512 acc[kGroup];
+    const float* src[kGroup];
+#pragma GCC unroll 4
+    for (int i = 0; i < kGroup; ++i) {
+      acc[i] = _mm512_set1_ps(bias);
+      src[i] = xp + vecs[v0 + size_t(std::min(i, g - 1))].src;
+    }
+#pragma GCC unroll 9
+    for (int64_t t = 0; t < n; ++t)
+#pragma GCC unroll 4
+      for (int i = 0; i < kGroup; ++i) acc[i] = _mm512_fmadd_ps(wv[t], taps<Step>(src[i] + off[t]), acc[i]);
+    for (int i = 0; i < g; ++i) {
+      const tiles::Lanes& l = vecs[v0 + size_t(i)].lanes;
+      __m512 v = acc[i];
+      if (z != nullptr) v = _mm512_add_ps(v, tiles::load_lanes(_mm512_setzero_ps(), z, l));
+      tiles::store_lanes(y, l, tiles::activate(v, e));
+    }
+  }
+}
+
+}  // namespace
+
+bool conv_depthwise_f32(KernelContext& ctx, const ConvShape& s, const float* x, const float* wt, const float* bias,
+                        const float* z, float* y, const Epilogue& e) {
+  const Window& w = s.w;
+  if (!planes::plane_fits(w) || w.k_size() > kMaxTaps) return false;
+  const Plane p = planes::plane_for(w);
+  const std::vector<OutVector> vecs = planes::out_vectors(w, p);
+  const int64_t taps = w.k_size(), out = w.out_size();
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, out * taps));
+  ctx.parallel_for(s.n * s.m, grain, [&](int64_t begin, int64_t end) {
+    // Two padded buffers: plane i + 1 is copied while plane i's taps read the other, so the
+    // copy's stores have left the store queue before the taps load them.
+    thread_local std::vector<float> padded;
+    const int64_t size = p.ph * p.pw + p.slack;
+    padded.assign(size_t(2 * size), 0.f);
+    auto input = [&](int64_t plane) { return x + ((plane / s.m) * s.c + (plane % s.m) / s.mg) * w.in_size(); };
+    planes::copy_interior(w, p, input(begin), 0.f, padded.data());
+    for (int64_t plane = begin; plane < end; ++plane) {
+      float* now = padded.data() + ((plane - begin) % 2) * size;
+      if (plane + 1 < end) planes::copy_interior(w, p, input(plane + 1), 0.f, padded.data() + ((plane + 1 - begin) % 2) * size);
+      const int64_t mm = plane % s.m;
+      const float b = bias != nullptr ? bias[mm] : 0.f;
+      const float* zp = z != nullptr ? z + plane * out : nullptr;
+      float* yp = y + plane * out;
+      __m512 wv[kMaxTaps];
+      for (int64_t t = 0; t < taps; ++t) wv[t] = _mm512_set1_ps(wt[mm * taps + t]);
+      const bool nine = taps == 9;
+      if (w.stride[2] == 1)
+        (nine ? run_plane<1, 9> : run_plane<1, 0>)(p, vecs, now, wv, b, zp, e, yp);
+      else
+        (nine ? run_plane<2, 9> : run_plane<2, 0>)(p, vecs, now, wv, b, zp, e, yp);
+      if (!tiles::in_register(e.act)) activate_rows(e, yp, out, 1, 0, out);
+    }
+  });
+  return true;
+}
+
+#endif  // __AVX512F__
+
+}  // namespace opforge_conv
