@@ -45,14 +45,18 @@ def add_chain(n: int = 1000) -> onnx.ModelProto:
     return model
 
 
-def median_time(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
+def median_times(fns, repeat: int) -> list:
+    """The median time of each function, run in turn ``repeat`` times after one warm-up each, so
+    a change of machine load in the middle touches every runtime alike."""
+    times = [[] for _ in fns]
+    for fn in fns:
         fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    for _ in range(repeat):
+        for fn, taken in zip(fns, times):
+            start = time.perf_counter()
+            fn()
+            taken.append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times]
 
 
 def random_feed(sess) -> dict:
@@ -88,9 +92,9 @@ def measure(name: str, model, threads: int, repeat: int) -> dict:
     got = sess.run(None, feed)  # the second run goes through the compiled plan
     ok = matches(got, want) and sess.memory_plan(feed) is not None
     fallback = sum(1 for _, _, p in sess.node_providers() if p != "CPUExecutionProvider")
-    return {"name": name, "ort_create": ort_create, "ours_create": ours_create,
-            "ort": median_time(lambda: ref.run(None, feed), repeat),
-            "ours": median_time(lambda: sess.run(None, feed), repeat), "ok": ok,
+    ort_time, ours_time = median_times([lambda: ref.run(None, feed), lambda: sess.run(None, feed)], repeat)
+    return {"name": name, "ort_create": ort_create, "ours_create": ours_create, "ort": ort_time,
+            "ours": ours_time, "ok": ok,
             "nodes": len(sess.node_providers()), "fallback": fallback}
 
 

@@ -84,23 +84,24 @@ void check_input(const opf_op_def* def, const opf_param& p, int32_t i, const opf
 
 void check_output(const opf_op_def* def, int32_t k, opf_tensor& t, Sizes sizes) {
   const opf_param* p = param_at(def->outputs, def->num_outputs, k);
-  const std::string name = std::string("output '") + (p ? p->name : "?") + "' (#" + std::to_string(k) + ")";
+  // built only on failure: this runs for every output of every step of a plan
+  auto name = [&] { return std::string("output '") + (p ? p->name : "?") + "' (#" + std::to_string(k) + ")"; };
   if (t.dtype == OPF_UNDEFINED) {
-    if (p && !(p->flags & OPF_PARAM_OPTIONAL)) op_failed(def, "infer did not set " + name);
+    if (p && !(p->flags & OPF_PARAM_OPTIONAL)) op_failed(def, "infer did not set " + name());
     return;
   }
-  if (opforge::dtype_size(t.dtype) == 0) op_failed(def, "infer gave " + name + " the unknown dtype " + std::to_string(t.dtype));
+  if (opforge::dtype_size(t.dtype) == 0) op_failed(def, "infer gave " + name() + " the unknown dtype " + std::to_string(t.dtype));
   if (t.ndim < 0 || t.ndim > OPF_MAX_DIMS)
-    op_failed(def, "infer gave " + name + " rank " + std::to_string(t.ndim) + "; opforge's limit is " +
+    op_failed(def, "infer gave " + name() + " rank " + std::to_string(t.ndim) + "; opforge's limit is " +
                        std::to_string(OPF_MAX_DIMS));
   const int64_t lowest = sizes == Sizes::Known ? 0 : -1;
   for (int32_t d = 0; d < t.ndim; ++d)
-    if (t.shape[d] < lowest) op_failed(def, "infer gave " + name + " the shape " + shape_text(t));
+    if (t.shape[d] < lowest) op_failed(def, "infer gave " + name() + " the shape " + shape_text(t));
   if (sizes == Sizes::Known) {
     try {
       nbytes(t);
     } catch (const CallError& e) {
-      throw CallError(std::string(def->name) + ": " + name + " " + e.what(), false, true);
+      throw CallError(std::string(def->name) + ": " + name() + " " + e.what(), false, true);
     }
   }
 }

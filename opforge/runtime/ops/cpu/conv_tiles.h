@@ -31,15 +31,17 @@ struct TileArgs {
   int64_t k;
   const float* a;   ///< weights: row r is a + r * lda, k values
   int64_t lda;
-  const float* b;   ///< packed input: k rows of kNR floats
+  const float* b;   ///< packed input: k rows of kNR floats; direct: see below
   float* c;         ///< C rows, ldc apart
-
   int64_t ldc;
   const Lanes* lanes;  ///< [2]: per vector
   const float* bias;   ///< per row, or null
   const float* z;      ///< rows of Z (leading dimension ldc), or null
   bool first, last;
   const Epilogue* e;
+  /// Direct tiles read B where it lies: row (channel c, tap t) is b + c * cstride + tapoff[t].
+  const int64_t* tapoff = nullptr;
+  int64_t taps = 1, cstride = 0;
 };
 
 /// The activations cheap enough to apply in registers; Sigmoid and Tanh run after the store.
@@ -95,8 +97,9 @@ inline void pack_row(float* dst, const float* src, int64_t n) {
   _mm512_storeu_ps(dst + kLanes, _mm512_maskz_loadu_ps(m1, src + kLanes));
 }
 
-/// C[R x V*16] (+)= A[R x K] * B[K x V*16], then the epilogue; V is 1 or 2 vectors.
-template <int R, int V>
+/// C[R x V*16] (+)= A[R x K] * B[K x V*16], then the epilogue; V is 1 or 2 vectors; Direct reads
+/// B in place (TileArgs).
+template <int R, int V, bool Direct>
 __attribute__((always_inline)) inline void tile(const TileArgs& t) {
   __m512 acc[R][V];
 #pragma GCC unroll 8
@@ -115,8 +118,7 @@ __attribute__((always_inline)) inline void tile(const TileArgs& t) {
   const float* a[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) a[r] = t.a + r * t.lda;
-  const float* b = t.b;
-  for (int64_t k = 0; k < t.k; ++k, b += kNR) {
+  auto step = [&](int64_t k, const float* b) __attribute__((always_inline)) {
     __m512 bv[V];
 #pragma GCC unroll 2
     for (int h = 0; h < V; ++h) bv[h] = _mm512_loadu_ps(b + h * kLanes);
@@ -126,6 +128,14 @@ __attribute__((always_inline)) inline void tile(const TileArgs& t) {
 #pragma GCC unroll 2
       for (int h = 0; h < V; ++h) acc[r][h] = _mm512_fmadd_ps(av, bv[h], acc[r][h]);
     }
+  };
+  if constexpr (Direct) {
+    int64_t k = 0;
+    for (const float* bc = t.b; k < t.k; bc += t.cstride)
+      for (int64_t tap = 0; tap < t.taps; ++tap, ++k) step(k, bc + t.tapoff[tap]);
+  } else {
+    const float* b = t.b;
+    for (int64_t k = 0; k < t.k; ++k, b += kNR) step(k, b);
   }
   const bool act = t.last && t.e->act != Activation::None;
 #pragma GCC unroll 8
@@ -134,8 +144,8 @@ __attribute__((always_inline)) inline void tile(const TileArgs& t) {
     for (int h = 0; h < V; ++h) store_lanes(t.c + r * t.ldc, t.lanes[h], act ? activate(acc[r][h], *t.e) : acc[r][h]);
 }
 
-/// tile<rows, vectors> for rows in [1, kMR] and vectors in {1, 2}.
-void run_tile(int rows, int vectors, const TileArgs& t);
+/// tile<rows, vectors, direct> for rows in [1, kMR] and vectors in {1, 2}.
+void run_tile(int rows, int vectors, bool direct, const TileArgs& t);
 
 }  // namespace opforge_conv::tiles
 

@@ -61,10 +61,21 @@ inline void check_same_dtype(const InferContext& ctx, int first) {
                   opforge::dtype_name(dt));
 }
 
+/// Whether two tensors have the same dims (compared in place, nothing allocated).
+inline bool same_sizes(const Tensor& a, const Tensor& b) {
+  if (a.ndim() != b.ndim()) return false;
+  for (int d = 0; d < a.ndim(); ++d)
+    if (a.size(d) != b.size(d) || a.size(d) < 0) return false;
+  return true;
+}
+
 /// Infer of ops whose inputs share a dtype and broadcast into an output of that dtype.
 inline void infer_broadcast_same(InferContext& ctx) {
   OPFORGE_CHECK(ctx.num_inputs() >= 1, "needs at least one input");
   check_same_dtype(ctx, 0);
+  bool same = true;
+  for (int i = 1; i < ctx.num_inputs() && same; ++i) same = ctx.has_input(i) && same_sizes(ctx.input(i), ctx.input(0));
+  if (same) return ctx.set_output_like(0, 0);
   ctx.set_output(0, ctx.input(0).dtype(), broadcast_inputs(ctx, 0));
 }
 
@@ -190,6 +201,19 @@ void binary_map(const KernelContext& ctx, const TA* a, const Shape& sa, const TB
 template <class TA, class TB, class TO, class F>
 void binary_map(const KernelContext& ctx, F f, int64_t grain = kCheapGrain) {
   const Tensor a = ctx.input(0), b = ctx.input(1), y = ctx.output(0);
+  // Operands of the output's shape, or single values: one flat loop, no broadcast plan (and
+  // nothing allocated, which a chain of small Adds would feel).
+  const int64_t n = y.numel();
+  const bool a_flat = a.numel() == n && same_sizes(a, y), b_flat = b.numel() == n && same_sizes(b, y);
+  if ((a_flat || a.numel() == 1) && (b_flat || b.numel() == 1)) {
+    const TA* pa = static_cast<const TA*>(a.raw());
+    const TB* pb = static_cast<const TB*>(b.raw());
+    TO* po = static_cast<TO*>(y.raw());
+    ctx.parallel_for(n, grain, [&](int64_t begin, int64_t end) {
+      binary_run(a_flat ? pa + begin : pa, a_flat, b_flat ? pb + begin : pb, b_flat, po + begin, end - begin, f);
+    });
+    return;
+  }
   binary_map(ctx, static_cast<const TA*>(a.raw()), a.sizes(), static_cast<const TB*>(b.raw()),
              b.sizes(), static_cast<TO*>(y.raw()), y.sizes(), f, grain);
 }
