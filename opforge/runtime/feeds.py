@@ -65,10 +65,22 @@ def check_value(value: Any, type_proto: onnx.TypeProto | None, info: ValueInfo) 
     return value
 
 
+def on_device(value: Any) -> bool:
+    """Whether ``value`` is an array in GPU memory (cupy, or anything with the CUDA array
+    interface), which a session takes as it is instead of through numpy."""
+    return hasattr(type(value), "__cuda_array_interface__")
+
+
+def to_host(value: Any) -> np.ndarray:
+    """A device array copied into a numpy array."""
+    get = getattr(value, "get", None)
+    return get() if type(value).__module__.split(".")[0] == "cupy" and get else np.asarray(value)
+
+
 def _check_tensor(value: Any, tensor: onnx.TypeProto.Tensor, info: ValueInfo) -> np.ndarray:
     if value is None or isinstance(value, (list, tuple, dict)) and not _is_nested_numbers(value):
         raise _mismatch(info, value)
-    array = np.asarray(value)
+    array = value if on_device(value) else np.asarray(value)
     if array.ndim > MAX_RANK:
         raise _too_many_dims(info, array)
     if not tensor.elem_type:

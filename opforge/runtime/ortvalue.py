@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from opforge.runtime.errors import FeedError
+from opforge.runtime.feeds import on_device, to_host
 from opforge.runtime.types import dtype_elem, elem_dtype, value_type_string
 
 
@@ -61,11 +62,7 @@ class OrtValue:
 
     def numpy(self) -> np.ndarray:
         """The value as a numpy array (copied from a device)."""
-        if self._device == "cuda":
-            import cupy
-
-            return cupy.asnumpy(self._value)
-        return self._value
+        return to_host(self._value) if on_device(self._value) else self._value
 
     def value(self):
         """The value as the session holds it: a numpy or cupy array, a list, or None."""
@@ -130,6 +127,7 @@ class IOBinding:
         self._inputs: dict[str, Any] = {}
         self._outputs: dict[str, OrtValue | None] = {}   # None: allocated by the run
         self._results: list[OrtValue] = []
+        self._devices: dict[str, tuple] = {}      # output name -> (device, id) it is bound to
 
     def bind_cpu_input(self, name: str, array) -> None:
         self._inputs[name] = np.asarray(array)
@@ -145,6 +143,7 @@ class IOBinding:
         """An output to return (allocated by the run), or with ``buffer_ptr`` to write there."""
         device = _device(device_type)
         target = None
+        self._devices[name] = (device, int(device_id))
         if buffer_ptr is not None:
             if element_type is None or shape is None:
                 raise FeedError(f"bind_output({name!r}): a buffer_ptr needs element_type and shape")
@@ -166,6 +165,7 @@ class IOBinding:
 
     def clear_binding_outputs(self) -> None:
         self._outputs.clear()
+        self._devices.clear()
 
     def synchronize_inputs(self) -> None:
         """Inputs are read when the run starts; nothing to wait for."""
@@ -175,17 +175,37 @@ class IOBinding:
 
     def _run(self, run_options=None) -> None:
         names = list(self._outputs)
-        values = self._session.run(names or None, self._inputs, run_options)
+        wanted = {name: self._wants(name) for name in names}
+        on_device = any(device == "cuda" for device, _ in wanted.values())
+        values = self._session._run(names or None, self._inputs, run_options, keep_on_device=on_device)
         names = names or [o.name for o in self._session.get_outputs()]
         results = []
         for name, value in zip(names, values):
+            device, device_id = wanted.get(name, ("cpu", 0))
+            value = _moved(value, device, device_id)
             target = self._outputs.get(name)
             if target is None:
-                results.append(OrtValue(value))
+                results.append(OrtValue(value, device, device_id))
                 continue
-            if list(np.shape(value)) != target.shape() or np.asarray(value).dtype != target.value().dtype:
+            if list(np.shape(value)) != target.shape() or value.dtype != target.value().dtype:
                 raise FeedError(f"output {name!r} is {value_type_string(value)} {list(np.shape(value))}; "
                                 f"the buffer bound to it is {target.data_type()} {target.shape()}")
-            target.update_inplace(value)
+            target.value()[...] = value
             results.append(target)
         self._results = results
+
+    def _wants(self, name: str) -> tuple:
+        """(device, device id) where output ``name`` is to be handed back."""
+        target = self._outputs.get(name)
+        if target is not None:
+            return target.device_name(), target._device_id
+        return self._devices.get(name, ("cpu", 0))
+
+
+def _moved(value, device: str, device_id: int):
+    """``value`` in the memory of ``device``: copied only when it is elsewhere."""
+    if value is None or not hasattr(value, "dtype"):
+        return value
+    if device == "cpu":
+        return to_host(value) if on_device(value) else value
+    return value if on_device(value) else _on_device(value, device, device_id)

@@ -7,16 +7,21 @@ shape, a Slice's starts) and the outputs it gives there (a Shape). Where a value
 another side than the one it lives on, a copy node is inserted before its first reader
 (MemcpyFromHost / MemcpyToHost, onnxruntime's names, in the com.opforge domain). Initializers
 read on a device are copied there once, now, instead of on every run; graph inputs arrive and
-graph outputs leave in host memory (numpy).
+graph outputs leave in host memory (numpy), except in a run under ``KEEP_ON_DEVICE`` (an
+io_binding whose outputs are bound to the device), where the copies home are skipped.
 
 A device is an object with ``name``, ``provider``, ``upload(value)`` and ``download(value)``;
 a kernel on one has ``device`` set and may list ``host_inputs`` / ``host_outputs`` (indices).
 """
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
 from opforge.runtime.graph import Graph, Node
+
+# Set for a run whose caller takes the graph outputs on the device (io_binding, OrtValues).
+KEEP_ON_DEVICE: ContextVar = ContextVar("opforge_keep_on_device", default=False)
 
 HOST = "host"
 COPY_DOMAIN = "com.opforge"
@@ -26,14 +31,16 @@ TO_DEVICE, TO_HOST = "MemcpyFromHost", "MemcpyToHost"
 class CopyKernel:
     """Moves one value between host memory and a device (the kernel of a copy node)."""
 
-    def __init__(self, device, to_device: bool):
-        self.device, self.to_device = device, to_device
+    def __init__(self, device, to_device: bool, graph_output: bool = False):
+        self.device, self.to_device, self.graph_output = device, to_device, graph_output
         self.provider = device.provider
         self.host_inputs = () if to_device else (0,)
         self.host_outputs = (0,) if not to_device else ()
 
     def run(self, inputs: list) -> list:
         value = inputs[0]
+        if self.graph_output and KEEP_ON_DEVICE.get():
+            return [value]
         return [self.device.upload(value) if self.to_device else self.device.download(value)]
 
 
@@ -100,7 +107,8 @@ class _Placer:
 
     def copy_outputs_home(self) -> None:
         for name, device_name in self.renamed.items():
-            self._copy(device_name, name, self.devices[self.where[device_name]], to_device=False)
+            self._copy(device_name, name, self.devices[self.where[device_name]], to_device=False,
+                       graph_output=True)
 
     def _at(self, name: str, side: str) -> str:
         """The name under which value `name` can be read on `side` (a copy made if needed)."""
@@ -120,12 +128,26 @@ class _Placer:
         self.where[target] = side
         return target
 
-    def _copy(self, source: str, target: str, device, to_device: bool) -> None:
+    def _copy(self, source: str, target: str, device, to_device: bool, graph_output: bool = False) -> None:
         op = TO_DEVICE if to_device else TO_HOST
         node = Node(f"{op}_{source}", op, COPY_DOMAIN, [source], [target])
         self.graph.nodes.append(node)
-        self.copies[node] = CopyKernel(device, to_device)
+        self.copies[node] = CopyKernel(device, to_device, graph_output)
         self.where[target] = device.name if to_device else HOST
+
+
+def read_on_host(graph: Graph, kernels: dict) -> set:
+    """The graph inputs some host kernel reads as they are (not through a copy): a feed given
+    in device memory must be brought to the host for these."""
+    inputs = {v.name for v in graph.inputs}
+    read = set()
+    for node, kernel in kernels.items():
+        if side_of(kernel) == HOST:
+            read.update(n for n in node.inputs + node.implicit_inputs if n in inputs)
+        else:
+            read.update(node.inputs[i] for i in _host_inputs(kernel)
+                        if i < len(node.inputs) and node.inputs[i] in inputs)
+    return read
 
 
 def _host_inputs(kernel) -> tuple:

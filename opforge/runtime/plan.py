@@ -41,7 +41,7 @@ class CompiledPlan:
 
     def run(self, env: dict, run_options=None) -> list:
         feeds = [(self.slots[name], value if not isinstance(value, np.ndarray)
-                  else np.asarray(value, order="C")) for name, value in env.items() if name in self.slots]
+                  else np.asanyarray(value, order="C")) for name, value in env.items() if name in self.slots]
         return self.core.run(feeds, [self.slots[n] for n in self.outputs], run_options)
 
     def dump(self) -> str:

@@ -19,13 +19,13 @@ from opforge.runtime import providers as _providers  # noqa: F401  (registers th
 from opforge.runtime.control_flow import RUN_OPTIONS
 from opforge.runtime.errors import FeedError
 from opforge.runtime.executor import Dispatcher, Executor
-from opforge.runtime.feeds import as_output, check_feeds
+from opforge.runtime.feeds import as_output, check_feeds, on_device, to_host
 from opforge.runtime.functions import inline_local_functions
 from opforge.runtime.graph import Graph, ValueInfo, build_graph, sort_graph, topological_order
 from opforge.runtime.mapping import apply_mappings
 from opforge.runtime.model import ModelSource, load_model
 from opforge.runtime.options import RunOptions, SessionOptions
-from opforge.runtime.partition import partition
+from opforge.runtime.partition import KEEP_ON_DEVICE, partition, read_on_host
 from opforge.runtime.passes import PassContext, run_passes
 from opforge.runtime.plan import PlannedExecutor
 from opforge.runtime.providers.native import register_library
@@ -124,8 +124,9 @@ class InferenceSession(SessionExtras):
     def _partition(self, graph: Graph) -> dict:
         """Each node's kernel, chosen once, with copies inserted where values cross devices."""
         with self._on_device():
-            kernels = {node: self.dispatcher.bind(node) for node in topological_order(graph)}
-            return partition(graph, kernels)
+            kernels = partition(graph, {node: self.dispatcher.bind(node) for node in topological_order(graph)})
+            self._read_on_host = read_on_host(graph, kernels)
+            return kernels
 
     def _on_device(self):
         """The session's GPU, stream and memory pool made current (nothing without CUDA)."""
@@ -162,19 +163,36 @@ class InferenceSession(SessionExtras):
         """Run the model on ``input_feed`` ({input name: value}); return the named outputs
         (all when ``output_names`` is None), in that order. Raises FeedError for a bad feed,
         KernelError naming the node that failed, RunCancelledError if ``terminate`` was set."""
+        return [as_output(to_host(v) if on_device(v) else v)
+                for v in self._run(output_names, input_feed, run_options)]
+
+    def _run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
+             run_options: RunOptions | None = None, keep_on_device: bool = False) -> list[Any]:
+        """``run``, with feeds that may be in device memory (cupy) and, with ``keep_on_device``,
+        outputs left where the graph made them (io_binding's device outputs)."""
         names = list(output_names) if output_names else [v.name for v in self._outputs]
         known = {v.name for v in self._outputs}
         for name in names:
             if name not in known:
                 raise FeedError(f"unknown output {name!r}; the model's outputs are {sorted(known)}")
-        env = check_feeds(input_feed, self._required, self._overridable)
+        env = self._feeds_in_place(check_feeds(input_feed, self._required, self._overridable))
         token = RUN_OPTIONS.set(run_options)   # loops inside the run watch it too
+        kept = KEEP_ON_DEVICE.set(keep_on_device and self.device is not None)
         try:
             with self._on_device():
                 values = dict(zip(self._executor.output_names, self._runner.run(env, run_options)))
         finally:
+            KEEP_ON_DEVICE.reset(kept)
             RUN_OPTIONS.reset(token)
-        return [as_output(values[name]) for name in names]
+        return [values[name] for name in names]
+
+    def _feeds_in_place(self, env: dict) -> dict:
+        """Feeds given in device memory stay there when only device kernels read them (the copy
+        to the device then passes them through); the others are copied to the host."""
+        for name, value in env.items():
+            if on_device(value) and (self.device is None or name in self._read_on_host):
+                env[name] = to_host(value) if self.device is None else self.device.download(value)
+        return env
 
     def get_inputs(self) -> list[NodeArg]:
         """The inputs a caller must feed (initializers that are also inputs left out)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from opforge.runtime.feeds import as_output, on_device
 from opforge.runtime.ortvalue import IOBinding, OrtValue
 
 
@@ -14,10 +15,13 @@ class SessionExtras:
 
     def run_with_ort_values(self, output_names: Sequence[str] | None,
                             input_dict_ort_values: Mapping[str, OrtValue], run_options=None) -> list:
-        """``run`` with OrtValues in and out."""
+        """``run`` with OrtValues in and out; outputs stay where the session made them (on the
+        GPU for a CUDA session's device outputs), as onnxruntime's do."""
         feed = {name: value.value() if isinstance(value, OrtValue) else value
                 for name, value in input_dict_ort_values.items()}
-        return [OrtValue(v) for v in self.run(output_names, feed, run_options)]
+        device_id = getattr(self.device, "id", 0)
+        return [OrtValue(v, "cuda", device_id) if on_device(v) else OrtValue(as_output(v))
+                for v in self._run(output_names, feed, run_options, keep_on_device=True)]
 
     def io_binding(self) -> IOBinding:
         """A new binding of inputs and outputs for ``run_with_iobinding``."""

@@ -387,3 +387,82 @@ def test_custom_cuda_op_in_a_gpu_session(cuda_lib):
     sess = opforge.InferenceSession(scale_model(), providers=["CUDAExecutionProvider"], custom_ops=[cuda_lib, twin])
     assert ("scale", CUDA) in [(op, p) for _, op, p in sess.node_providers()]
     assert sess.run(None, {"x": x})[0].tolist() == [0.0, 3.0, 6.0]
+
+
+def on_device(array):
+    from cuda_support import OnDevice
+
+    return np.array(array).view(OnDevice)
+
+
+def test_io_binding_keeps_device_values_on_the_device(numpy_gpu):
+    """A feed bound in device memory is read where it is and the bound device output is handed
+    back without the copy home: no copy in either direction during the run."""
+    proto = cnn_model().SerializeToString()
+    x = np.random.default_rng(5).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    expected = opforge.InferenceSession(proto).run(None, {"x": x})[0]
+    sess = opforge.InferenceSession(proto, providers=["CUDAExecutionProvider"])
+    binding = sess.io_binding()
+    binding.bind_ortvalue_input("x", opforge.OrtValue(on_device(x), "cuda", 0))
+    binding.bind_output("y", "cuda")
+    for _ in range(2):   # the recording run, then the compiled plan
+        uploads, downloads = numpy_gpu.uploads, numpy_gpu.downloads
+        sess.run_with_iobinding(binding)
+        assert (numpy_gpu.uploads, numpy_gpu.downloads) == (uploads, downloads)
+        (out,) = binding.get_outputs()
+        assert out.device_name() == "cuda" and hasattr(out.value(), "__cuda_array_interface__")
+        np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-6)
+        assert type(binding.copy_outputs_to_cpu()[0]) is np.ndarray
+    assert type(sess.run(None, {"x": on_device(x)})[0]) is np.ndarray   # plain run: numpy out
+
+
+def test_device_feeds_reach_host_kernels_as_host_arrays(numpy_gpu):
+    """x is read by a CUDA Relu and directly by a CPU Erf: the CPU kernel gets host memory."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Erf", ["x"], ["b"]),
+             helper.make_node("Add", ["a", "b"], ["y"])]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", F, [3])], [helper.make_tensor_value_info("y", F, [3])])
+    sess = opforge.InferenceSession(model.SerializeToString(), providers=["CUDAExecutionProvider"])
+    x = np.array([-1.0, 0.5, 2.0], np.float32)
+    from math import erf
+
+    want = np.maximum(x, 0) + np.array([erf(v) for v in x], np.float32)
+    got = sess.run_with_ort_values(None, {"x": opforge.OrtValue(on_device(x), "cuda", 0)})
+    assert got[0].device_name() == "cuda"
+    np.testing.assert_allclose(got[0].numpy(), want, rtol=1e-6)
+    host = opforge.InferenceSession(model.SerializeToString())   # a CPU session copies it in
+    np.testing.assert_allclose(host.run(None, {"x": on_device(x)})[0], want, rtol=1e-6)
+
+
+def test_io_binding_device_output_written_into_a_bound_buffer(numpy_gpu):
+    proto = cnn_model().SerializeToString()
+    x = np.random.default_rng(6).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    sess = opforge.InferenceSession(proto, providers=["CUDAExecutionProvider"])
+    target = opforge.OrtValue(on_device(np.zeros((1, 5), np.float32)), "cuda", 0)
+    binding = sess.io_binding()
+    binding.bind_cpu_input("x", x)
+    binding.bind_ortvalue_output("y", target)
+    sess.run_with_iobinding(binding)
+    assert binding.get_outputs()[0] is target
+    np.testing.assert_allclose(target.numpy(), opforge.InferenceSession(proto).run(None, {"x": x})[0],
+                               rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.cuda
+def test_io_binding_with_cupy_in_and_out():
+    import cupy
+
+    proto = cnn_model().SerializeToString()
+    x = np.random.default_rng(7).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    expected = opforge.InferenceSession(proto).run(None, {"x": x})[0]
+    sess = opforge.InferenceSession(proto, providers=["CUDAExecutionProvider"])
+    binding = sess.io_binding()
+    binding.bind_ortvalue_input("x", opforge.OrtValue.ortvalue_from_numpy(x, "cuda", 0))
+    binding.bind_output("y", "cuda")
+    for _ in range(2):
+        sess.run_with_iobinding(binding)
+        out = binding.get_outputs()[0]
+        assert isinstance(out.value(), cupy.ndarray) and out.device_name() == "cuda"
+        np.testing.assert_allclose(out.numpy(), expected, rtol=1e-4, atol=1e-5)
+    got = sess.run_with_ort_values(None, {"x": opforge.OrtValue(cupy.asarray(x), "cuda", 0)})[0]
+    assert isinstance(got.value(), cupy.ndarray)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-4, atol=1e-5)
