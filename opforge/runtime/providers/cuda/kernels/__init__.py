@@ -1,3 +1,3 @@
 """The standard ops the CUDA provider runs on cupy, one op family per file."""
-from opforge.runtime.providers.cuda.kernels import (conv, elementwise, matmul, normalization,  # noqa: F401
-                                                    pool, reduce, shape)
+from opforge.runtime.providers.cuda.kernels import (activations, conv, elementwise, matmul,  # noqa: F401
+                                                    normalization, pool, reduce, shape)
