@@ -184,10 +184,13 @@ def predict(dataset, model, *, custom_ops: Sequence[Any] = (), input_columns=Non
 
     Custom ops are built here, once; the model and the built libraries are put in the object
     store once and read by each actor. GPU workers (``num_gpus=1`` in ``map_batches_args``) run
-    the CUDA provider when ``providers`` asks for it. Returns the mapped ray.data.Dataset.
+    the CUDA provider first unless ``providers`` says otherwise. Returns the mapped
+    ray.data.Dataset.
     """
     import ray
 
+    if providers is None and map_batches_args.get("num_gpus"):
+        providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
     model_bytes = _model_bytes(model)
     ops = _prepare_ops(custom_ops)
     return dataset.map_batches(

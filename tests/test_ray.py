@@ -112,3 +112,22 @@ def test_a_worker_of_another_platform_rebuilds_from_the_shipped_sources(ops_fold
     shipped = opray._prepare_ops([str(ops_folder)])[0]._replace(platform="another-platform")
     lib = opray.install(shipped)
     np.testing.assert_array_equal(lib.Scale(np.ones(2, np.float32)), [3.0, 3.0])
+
+
+class _RecordingDataset:
+    """Takes map_batches' arguments instead of running them."""
+
+    def map_batches(self, fn, **kwargs):
+        self.fn, self.kwargs = fn, kwargs
+        return self
+
+
+def test_gpu_workers_ask_for_the_cuda_provider_first(monkeypatch):
+    monkeypatch.setattr(ray, "put", lambda value: value)
+    model = scale_relu_model()
+    gpu = opray.predict(_RecordingDataset(), model, num_gpus=1)
+    assert gpu.fn is opray.Predictor and gpu.kwargs["num_gpus"] == 1
+    assert gpu.kwargs["fn_constructor_kwargs"]["providers"] == ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    chosen = opray.predict(_RecordingDataset(), model, num_gpus=1, providers=["CPUExecutionProvider"])
+    assert chosen.kwargs["fn_constructor_kwargs"]["providers"] == ["CPUExecutionProvider"]
+    assert opray.predict(_RecordingDataset(), model).kwargs["fn_constructor_kwargs"]["providers"] is None
