@@ -45,6 +45,7 @@ struct StepError {
   std::string message;
   bool bad_argument = false;
   bool too_big = false;
+  bool cancelled = false;  // RunOptions.terminate: RunCancelledError, not a failing op
 };
 
 }  // namespace
@@ -211,9 +212,44 @@ void Plan::run_native(Run& r, const PlanStep& s) {
   r.free_scratch();
 }
 
+namespace {
+
+using Ranges = std::vector<std::pair<const char*, const char*>>;
+
+bool aliases(const py::array& a, const Ranges& borrowed) {
+  const char* lo = static_cast<const char*>(a.data());
+  for (auto& range : borrowed)
+    if (lo < range.second && range.first < lo + a.nbytes()) return true;
+  return false;
+}
+
+/// A Python step's sequence result with the arena views it holds copied out: SequenceInsert and
+/// SequenceConstruct keep their inputs, whose arena blocks later steps (or the next run of a
+/// loop body's plan) reuse.
+py::object owned_items(const py::object& value, const Ranges& borrowed, const py::module_& np) {
+  if (borrowed.empty() || !py::isinstance<py::list>(value)) return value;
+  py::list out;
+  bool copied = false;
+  for (auto item : value.cast<py::list>()) {
+    py::object v = py::reinterpret_borrow<py::object>(item);
+    if (py::isinstance<py::array>(v) && aliases(v.cast<py::array>(), borrowed)) {
+      v = np.attr("array")(v, py::arg("copy") = true);
+      copied = true;
+    } else if (py::isinstance<py::list>(v)) {
+      py::object inner = owned_items(v, borrowed, np);
+      copied = copied || !inner.is(v);
+      v = inner;
+    }
+    out.append(v);
+  }
+  return copied ? py::object(out) : value;
+}
+
+}  // namespace
+
 void Plan::run_python(Run& r, const PlanStep& s) {
   py::list args;
-  std::vector<std::pair<const char*, const char*>> borrowed;  // arena/heap ranges lent as views
+  Ranges borrowed;  // arena/heap ranges lent as views
   py::capsule no_free(&r, [](void*) {});
   for (int slot : s.inputs) {
     if (slot < 0) {
@@ -238,14 +274,12 @@ void Plan::run_python(Run& r, const PlanStep& s) {
     Slot& out = r.slots[size_t(s.outputs[k])];
     if (py::isinstance<py::array>(value)) {
       py::array a = value.cast<py::array>();
-      const char* lo = static_cast<const char*>(a.data());
-      bool aliases = false;
-      for (auto& range : borrowed) aliases = aliases || (lo < range.second && range.first < lo + a.nbytes());
-      if (aliases || !(a.flags() & py::array::c_style))
+      if (aliases(a, borrowed) || !(a.flags() & py::array::c_style))
         a = np.attr("array")(a, py::arg("copy") = true, py::arg("order") = "C");  // native steps read C order
       value = a;
       out.t = dtype_code(a.dtype()) != OPF_UNDEFINED ? view_of(a) : opf_tensor{};
     } else {
+      value = owned_items(value, borrowed, np);
       std::memset(&out.t, 0, sizeof(opf_tensor));
     }
     out.owner = value;
@@ -278,7 +312,7 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
         if (!cancel.is_none()) {
           nogil.reset();
           if (py::bool_(cancel.attr("terminate")))
-            throw StepError{"run cancelled (RunOptions.terminate) before " + s.label};
+            throw StepError{"run cancelled (RunOptions.terminate) before " + s.label, false, false, true};
         }
         const double started = profiling_ ? now_seconds() : 0.0;
         if (s.op) {
@@ -310,6 +344,11 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
   if (!r.times.empty()) {
     std::lock_guard<std::mutex> lock(profile_mu_);
     profile_.insert(profile_.end(), r.times.begin(), r.times.end());
+  }
+  if (failure.cancelled) {
+    PyErr_SetString(py::module_::import("opforge.runtime.errors").attr("RunCancelledError").ptr(),
+                    failure.message.c_str());
+    throw py::error_already_set();
   }
   if (!failure.message.empty())
     raise_call_error(CallError(failure.message, failure.bad_argument, failure.too_big));

@@ -45,6 +45,27 @@ def is_control_flow(node: Node) -> bool:
     return node.domain == "" and node.op_type in CONTROL_FLOW_OPS
 
 
+def hoist_outer_constants(graph: Graph, constants: dict[str, np.ndarray] | None = None) -> int:
+    """Gives every subgraph the outer constants it reads as initializers of its own (the same
+    arrays, not copies), as onnxruntime's subgraph session state does, so a body's weights are
+    constants of its compiled plan instead of values its node hands over on every run; the
+    nodes' implicit inputs shrink to the values that really vary. ``constants``: the enclosing
+    graph's initializers that no feed can replace. Returns how many values were hoisted."""
+    hoisted = 0
+    for node in graph.nodes:
+        subgraphs = node.subgraphs()
+        if not subgraphs:
+            continue
+        for body in subgraphs:
+            for name in body.outer_refs():
+                if name in (constants or {}):
+                    body.initializers[name] = constants[name]
+                    hoisted += 1
+            hoisted += hoist_outer_constants(body, {**(constants or {}), **body.initializers})
+        node.implicit_inputs = list(dict.fromkeys(n for body in subgraphs for n in body.outer_refs()))
+    return hoisted
+
+
 def bind_control_flow(node: Node, opset: int, compile_graph: Compile):
     """The kernel for a control-flow node, its subgraphs compiled with ``compile_graph``."""
     if node.op_type == "If":

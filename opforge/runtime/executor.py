@@ -29,6 +29,7 @@ class Dispatcher:
         self.opsets = opsets
         self.types = types   # InferredTypes: kernels may decline dtypes they do not implement
         self.subgraphs = subgraphs  # binds the nodes of If/Loop/Scan bodies (default: this one)
+        self.plan_body: "Callable[[Executor], Any] | None" = None   # wraps a body in compiled plans
 
     def opset(self, node: Node) -> int:
         """The model's version of the node's domain (1 for a custom domain it does not import)."""
@@ -59,8 +60,10 @@ class Dispatcher:
 
     def compile(self, graph: Graph) -> "Executor":
         """An executor for ``graph`` (a subgraph), bound by ``subgraphs`` or this dispatcher.
-        Bodies run on the host: their values come from the enclosing node's host inputs."""
-        return Executor(graph, (self.subgraphs or self).bind)
+        Bodies run on the host: their values come from the enclosing node's host inputs. With
+        ``plan_body`` set (by the session), bodies run as compiled plans too, as the graph does."""
+        executor = Executor(graph, (self.subgraphs or self).bind)
+        return self.plan_body(executor) if self.plan_body is not None else executor
 
 
 @dataclass

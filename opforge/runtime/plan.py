@@ -25,9 +25,20 @@ ARENA, OUTPUT = _core.SLOT_KINDS["arena"], _core.SLOT_KINDS["output"]
 
 
 def signature(env: dict) -> tuple:
-    """What a plan depends on: every fed value's name, dtype and shape."""
-    return tuple(sorted((name, str(getattr(v, "dtype", type(v).__name__)), getattr(v, "shape", None))
-                        for name, v in env.items()))
+    """What a plan depends on: every fed value's name, dtype and shape (a non-array's type).
+    Sorted by name alone (names are unique), so dtype objects are compared only for equality:
+    this runs before every run of the graph and of every loop body iteration."""
+    return tuple(sorted(((name, _kind(v), getattr(v, "shape", None)) for name, v in env.items()),
+                        key=_first))
+
+
+def _kind(value):
+    dtype = getattr(value, "dtype", None)
+    return type(value) if dtype is None else dtype
+
+
+def _first(item):
+    return item[0]
 
 
 @dataclass
@@ -123,11 +134,20 @@ class PlannedExecutor:
     executor and is tried again after 1, 2, 4, ... further runs (up to every 64th)."""
 
     def __init__(self, executor: Executor, pool, enabled: bool = True, capacity: int = 32,
-                 profile: bool = False):
+                 profile: bool = False, record_after: int = 0):
         self.executor, self.pool, self.enabled, self.profile = executor, pool, enabled, profile
         self.capacity = max(1, capacity)
-        self._plans: OrderedDict = OrderedDict()   # signature -> CompiledPlan or _Failure
+        self.record_after = record_after   # runs of a signature on the Python executor before a plan
+        self._plans: OrderedDict = OrderedDict()   # signature -> CompiledPlan, _Failure or _Seen
         self._lock = threading.Lock()
+
+    @property
+    def graph(self):
+        return self.executor.graph
+
+    @property
+    def outer_refs(self) -> list:
+        return self.executor.outer_refs
 
     def run(self, env: dict, run_options=None) -> list:
         if not self.enabled:
@@ -138,6 +158,11 @@ class PlannedExecutor:
             return entry.run(env, run_options)
         if isinstance(entry, _Failure) and not entry.due():
             return self.executor.run(env, run_options)
+        if self.record_after and not isinstance(entry, _Failure):
+            seen = entry if isinstance(entry, _Seen) else _Seen()
+            if seen.count() <= self.record_after:
+                self._put(key, seen)
+                return self.executor.run(env, run_options)
         record = Recording()
         outputs = self.executor.run(env, run_options, record=record)
         try:
@@ -178,8 +203,28 @@ class PlannedExecutor:
         with self._lock:
             self._plans[key] = entry
             self._plans.move_to_end(key)
+            if len(self._plans) > self.capacity and self.record_after:
+                # a body that meets more shapes than the cache holds (a loop whose values grow)
+                # would record and compile on every iteration: it stays on the Python executor
+                logger.debug("%d input signatures for one body; it runs without plans", len(self._plans))
+                self.enabled = False
+                self._plans.clear()
             while len(self._plans) > self.capacity:
                 self._plans.popitem(last=False)
+
+
+class _Seen:
+    """A signature run without a plan so far, and how often (a loop body whose shapes change
+    every iteration is not worth a plan per iteration)."""
+
+    def __init__(self):
+        self.runs = 0
+        self._lock = threading.Lock()
+
+    def count(self) -> int:
+        with self._lock:
+            self.runs += 1
+            return self.runs
 
 
 class _Failure:

@@ -16,7 +16,7 @@ from opforge import _core
 from opforge.runtime import custom, native
 from opforge.runtime import ops as _ops  # noqa: F401  (registers the built-in Python kernels)
 from opforge.runtime import providers as _providers  # noqa: F401  (registers the reference kernels)
-from opforge.runtime.control_flow import RUN_OPTIONS
+from opforge.runtime.control_flow import RUN_OPTIONS, hoist_outer_constants
 from opforge.runtime.errors import FeedError
 from opforge.runtime.executor import Dispatcher, Executor
 from opforge.runtime.feeds import as_output, check_feeds, on_device, to_host
@@ -93,7 +93,11 @@ class InferenceSession(SessionExtras):
         self.dispatcher = (self.host_dispatcher if self.device is None else
                            Dispatcher(self.registry, self._providers, self._opsets, self.types,
                                       subgraphs=self.host_dispatcher))
+        for dispatcher in {self.host_dispatcher, self.dispatcher}:
+            dispatcher.plan_body = self._plan_body
         self._optimize(graph)
+        inputs = {v.name for v in graph.inputs}
+        hoist_outer_constants(graph, {n: a for n, a in graph.initializers.items() if n not in inputs})
         self._executor = Executor(graph, self._partition(graph).__getitem__)
         profiling = self._sess_options.enable_profiling
         self._profile_start_ns = 0
@@ -120,6 +124,12 @@ class InferenceSession(SessionExtras):
         session = KernelRegistry(parent=builtin)
         custom.register(session, self._custom, self._pool, fallback, self.device)
         return session
+
+    def _plan_body(self, executor: Executor) -> PlannedExecutor:
+        """An If/Loop/Scan body run through compiled plans, as the graph is: a signature gets
+        its plan on its second run, so a loop whose shapes change every iteration makes none."""
+        return PlannedExecutor(executor, self._pool, self._sess_options.enable_mem_pattern,
+                               self._sess_options.plan_cache_size, record_after=1)
 
     def _partition(self, graph: Graph) -> dict:
         """Each node's kernel, chosen once, with copies inserted where values cross devices."""

@@ -145,3 +145,86 @@ def test_a_loop_stops_between_iterations_when_the_run_is_cancelled(planned):
     threading.Timer(0.3, setattr, (options, "terminate", True)).start()
     with pytest.raises(RunCancelledError, match="run cancelled \\(RunOptions.terminate\\)"):
         sess.run(None, {**feed, "n": np.array(2**62, np.int64)}, options)
+
+
+def weighted_if_model():
+    """If(c) picks one of two 3-layer MLPs whose weights live in the main graph; ``w_fed`` is
+    an initializer that is also an input, so a feed may replace it."""
+    rng = np.random.default_rng(11)
+    inits = [helper.make_tensor(f"{b}{i}", FLOAT, [4, 4], rng.standard_normal(16).astype(np.float32))
+             for b in "tw" for i in range(3)]
+    inits.append(helper.make_tensor("w_fed", FLOAT, [4], np.ones(4, np.float32)))
+
+    def branch(prefix):
+        nodes, prev = [], "x"
+        for i in range(3):
+            nodes += [helper.make_node("MatMul", [prev, f"{prefix}{i}"], [f"{prefix}m{i}"]),
+                      helper.make_node("Tanh", [f"{prefix}m{i}"], [f"{prefix}h{i}"])]
+            prev = f"{prefix}h{i}"
+        nodes.append(helper.make_node("Mul", [prev, "w_fed"], [f"{prefix}out"]))
+        return helper.make_graph(nodes, prefix, [], [tensor(f"{prefix}out", [2, 4])])
+
+    node = helper.make_node("If", ["c"], ["y"], name="top", then_branch=branch("t"), else_branch=branch("w"))
+    return model([node], [tensor("c", [], BOOL), tensor("x", [2, 4]), tensor("w_fed", [4])], [tensor("y", [2, 4])],
+                 inits)
+
+
+def test_branches_run_as_compiled_plans_with_the_outer_weights_as_their_constants():
+    from opforge.runtime.plan import PlannedExecutor
+
+    proto = weighted_if_model()
+    sess = InferenceSession(proto)
+    (step,) = [s for s in sess._executor.steps if s.node.op_type == "If"]
+    assert step.node.implicit_inputs == ["x", "w_fed"]   # the weights became the branches' own constants
+    then = step.kernel.then_branch
+    assert isinstance(then, PlannedExecutor)
+    x = np.random.default_rng(12).standard_normal((2, 4)).astype(np.float32)
+    for cond in (True, False):
+        feed = {"c": np.array(cond), "x": x}
+        for _ in range(3):   # Python executor, then recorded, then the branch's compiled plan
+            assert_same(sess.run(None, feed), onnxruntime_outputs(proto, feed))
+    assert then.plan_for({"x": x, "w_fed": np.ones(4, np.float32)}) is not None
+    assert then.graph.initializers["t0"] is sess._executor.graph.initializers["t0"]   # shared, not copied
+    fed = {"c": np.array(True), "x": x, "w_fed": np.full(4, 2.0, np.float32)}   # the overridable one
+    assert_same(sess.run(None, fed), onnxruntime_outputs(proto, fed))
+
+
+def growing_loop_model():
+    """acc = Concat(acc, x) each iteration: a new body signature every time."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]),
+         helper.make_node("Concat", ["acc_in", "x"], ["acc_out"], axis=0)],
+        "body", [tensor("i", [], INT64), tensor("c_in", [], BOOL), tensor("acc_in", ["n"])],
+        [tensor("c_out", [], BOOL), tensor("acc_out", ["m"])])
+    node = helper.make_node("Loop", ["trips", "", "acc"], ["out"], body=body)
+    return model([node], [tensor("trips", [], INT64), tensor("acc", ["k"]), tensor("x", [2])], [tensor("out", ["m"])])
+
+
+@pytest.mark.parametrize("trips, planned", [(3, True), (40, False)])
+def test_a_loop_body_is_planned_unless_its_shapes_outgrow_the_plan_cache(trips, planned):
+    """3 iterations: their 3 signatures come back on the next run and get plans. 40: more
+    signatures than the cache holds (32), so the body stops recording instead of compiling a
+    plan per iteration on every run."""
+    proto = growing_loop_model()
+    sess = InferenceSession(proto)
+    feed = {"trips": np.array(trips, np.int64), "acc": np.zeros(1, np.float32), "x": np.array([1.0, 2.0], np.float32)}
+    for _ in range(3):
+        assert_same(sess.run(None, feed), onnxruntime_outputs(proto, feed))
+    (step,) = sess._executor.steps
+    first = {"i": np.array(0, np.int64), "c_in": np.array(True), "acc_in": np.zeros(1, np.float32), "x": feed["x"]}
+    assert (step.kernel.body.plan_for(first) is not None) == planned
+    assert step.kernel.body.enabled == planned
+
+
+def test_a_cancelled_compiled_plan_raises_run_cancelled():
+    from opforge.runtime import RunCancelledError, RunOptions
+
+    proto = weighted_if_model()
+    sess = InferenceSession(proto)
+    feed = {"c": np.array(True), "x": np.ones((2, 4), np.float32)}
+    for _ in range(3):
+        sess.run(None, feed)
+    options = RunOptions()
+    options.terminate = True
+    with pytest.raises(RunCancelledError, match="run cancelled"):
+        sess.run(None, feed, options)

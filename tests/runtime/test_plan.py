@@ -276,3 +276,25 @@ def test_kernels_do_not_change_while_threads_run_them():
     assert not errors, errors
     after = [(k.provider, {n: v for n, v in vars(k).items() if n != "_reference"}) for k in kernels]
     assert after == before and sess.node_providers() == providers
+
+
+def test_a_sequence_keeps_its_values_when_their_arena_blocks_are_reused():
+    """SequenceConstruct holds Relu's output, whose arena block Neg's output reuses later in the
+    same run: the sequence must own a copy, not a view of the arena."""
+    from onnx import TensorProto, helper
+
+    F = TensorProto.FLOAT
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("SequenceConstruct", ["a"], ["s"]),
+             helper.make_node("Neg", ["x"], ["b"]), helper.make_node("Abs", ["b"], ["c"]),
+             helper.make_node("Sigmoid", ["c"], ["d"]),
+             helper.make_node("SequenceAt", ["s", "zero"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [64])],
+                              [helper.make_tensor_value_info("y", F, [64]), helper.make_tensor_value_info("d", F, [64])],
+                              [helper.make_tensor("zero", TensorProto.INT64, [], [0])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sess = opforge.InferenceSession(model.SerializeToString())
+    x = np.linspace(-3, 3, 64).astype(np.float32)
+    for _ in range(3):   # recorded, then the compiled plan twice
+        y, d = sess.run(None, {"x": x})
+        np.testing.assert_array_equal(y, np.maximum(x, 0))
+        np.testing.assert_allclose(d, 1 / (1 + np.exp(-np.abs(x))), rtol=1e-6)
