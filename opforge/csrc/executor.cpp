@@ -105,6 +105,8 @@ void Plan::set_slot(int slot, int kind, int64_t offset, int64_t planned_bytes) {
 void Plan::set_constant(int slot, py::object value) {
   SlotInfo& info = slots_.at(size_t(slot));
   info.kind = SlotKind::Constant;
+  info.has_view = py::isinstance<py::array>(value);
+  if (info.has_view) info.view = view_of(value.cast<py::array>());
   info.constant = std::move(value);
 }
 
@@ -293,7 +295,7 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i].kind == SlotKind::Constant) {
       r.slots[i].owner = slots_[i].constant;
-      if (py::isinstance<py::array>(slots_[i].constant)) r.slots[i].t = view_of(slots_[i].constant.cast<py::array>());
+      if (slots_[i].has_view) r.slots[i].t = slots_[i].view;
     }
   }
   for (auto& feed : feeds) {

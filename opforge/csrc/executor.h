@@ -70,6 +70,8 @@ class Plan {
     SlotKind kind = SlotKind::Dynamic;
     int64_t offset = -1, planned_bytes = 0;
     py::object constant;
+    opf_tensor view{};        // a constant array's view, made once (not on every run)
+    bool has_view = false;
   };
 
   void run_native(Run& r, const PlanStep& s);

@@ -63,7 +63,18 @@ def hoist_outer_constants(graph: Graph, constants: dict[str, np.ndarray] | None 
                     hoisted += 1
             hoisted += hoist_outer_constants(body, {**(constants or {}), **body.initializers})
         node.implicit_inputs = list(dict.fromkeys(n for body in subgraphs for n in body.outer_refs()))
+    if hoisted and constants:
+        _drop_unread(graph, constants)
     return hoisted
+
+
+def _drop_unread(graph: Graph, constants: dict) -> None:
+    """Removes the constants that only subgraphs read from ``graph`` itself: its plan would
+    otherwise set each of them up on every run for no reader."""
+    read = {n for node in graph.nodes for n in node.inputs + node.implicit_inputs}
+    read.update(v.name for v in graph.outputs)
+    for name in [n for n in graph.initializers if n in constants and n not in read]:
+        del graph.initializers[name]
 
 
 def bind_control_flow(node: Node, opset: int, compile_graph: Compile):

@@ -33,8 +33,34 @@ def check_feeds(feed: Mapping[str, Any], required: list[ValueInfo],
             raise FeedError(f"input {info.name!r} is missing; it expects {describe(info)}")
     for name, value in feed.items():
         info = declared[name]
-        env[name] = check_value(value, info.type_proto, info)
+        spec = _tensor_spec(info)
+        if spec and type(value) is np.ndarray and value.dtype == spec[0] and _dims_fit(value.shape, spec[1]):
+            env[name] = value   # the common case, checked without touching the type's protobuf
+        else:
+            env[name] = check_value(value, info.type_proto, info)
     return env
+
+
+def _tensor_spec(info: ValueInfo):
+    """(dtype, fixed dims or None) of a tensor input, worked out once per ValueInfo; False for
+    other kinds, which take the full check."""
+    spec = info.__dict__.get("_feed_spec")
+    if spec is None:
+        spec = False
+        type_proto = info.type_proto
+        if type_proto is not None and type_proto.WhichOneof("value") == "tensor_type":
+            tensor = type_proto.tensor_type
+            if tensor.elem_type and is_elem_type(tensor.elem_type):
+                spec = (elem_dtype(tensor.elem_type),
+                        dims_of(tensor.shape) if tensor.HasField("shape") else None)
+        info.__dict__["_feed_spec"] = spec
+    return spec
+
+
+def _dims_fit(shape: tuple, dims) -> bool:
+    if dims is None:
+        return len(shape) <= MAX_RANK
+    return len(shape) == len(dims) and all(not isinstance(d, int) or d == n for d, n in zip(dims, shape))
 
 
 def describe(info: ValueInfo) -> str:
