@@ -1,0 +1,345 @@
+// rnn.cpp: the recurrent layers RNN, GRU and LSTM (opsets 7 and 14, which adds `layout`): forward,
+// reverse or bidirectional, per-batch sequence_lens, initial states, peepholes, clip, custom
+// activations and GRU's linear_before_reset. Input projections of all steps are one GEMM; each
+// step adds one (batch x hidden) GEMM on the recurrent weights.
+#include <cmath>
+#include <string>
+
+#include "gemm_blas.h"
+#include "reduce.h"
+
+namespace {
+
+using namespace opforge_cpu;
+
+enum class Cell { Rnn, Gru, Lstm };
+
+constexpr int gate_count(Cell c) { return c == Cell::Rnn ? 1 : c == Cell::Gru ? 3 : 4; }
+constexpr int activation_count(Cell c) { return c == Cell::Rnn ? 1 : c == Cell::Gru ? 2 : 3; }
+
+/// One activation function with its alpha and beta, as onnxruntime reads them.
+struct Activation {
+  enum Kind { Sigmoid, Tanh, Relu, Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign,
+              Softplus } kind = Sigmoid;
+  double alpha = 0, beta = 0;
+
+  template <class T> T operator()(T x) const {
+    switch (kind) {
+      case Sigmoid: return T(1) / (T(1) + std::exp(-x));
+      case Tanh: return std::tanh(x);
+      case Relu: return x > 0 ? x : T(0);
+      case Affine: return T(alpha) * x + T(beta);
+      case LeakyRelu: return x >= 0 ? x : T(alpha) * x;
+      case ThresholdedRelu: return x > T(alpha) ? x : T(0);
+      case ScaledTanh: return T(alpha) * std::tanh(T(beta) * x);
+      case HardSigmoid: return std::max(T(0), std::min(T(1), T(alpha) * x + T(beta)));
+      case Elu: return x >= 0 ? x : T(alpha) * (std::exp(x) - T(1));
+      case Softsign: return x / (T(1) + std::abs(x));
+      case Softplus: return std::log1p(std::exp(x));
+    }
+    return x;
+  }
+};
+
+/// Name -> kind and how many of (alpha, beta) it takes, with onnxruntime's defaults.
+Activation activation_named(const std::string& name, const std::vector<float>& alphas, size_t& ai,
+                            const std::vector<float>& betas, size_t& bi) {
+  struct Entry { const char* name; Activation::Kind kind; int uses; double alpha, beta; };
+  static const Entry table[] = {
+      {"sigmoid", Activation::Sigmoid, 0, 0, 0}, {"tanh", Activation::Tanh, 0, 0, 0},
+      {"relu", Activation::Relu, 0, 0, 0}, {"affine", Activation::Affine, 2, 1, 0},
+      {"leakyrelu", Activation::LeakyRelu, 1, 0.01, 0}, {"thresholdedrelu", Activation::ThresholdedRelu, 1, 1, 0},
+      {"scaledtanh", Activation::ScaledTanh, 2, 1, 1}, {"hardsigmoid", Activation::HardSigmoid, 2, 0.2, 0.5},
+      {"elu", Activation::Elu, 1, 1, 0}, {"softsign", Activation::Softsign, 0, 0, 0},
+      {"softplus", Activation::Softplus, 0, 0, 0}};
+  std::string lower;
+  for (char c : name) lower += char(std::tolower(static_cast<unsigned char>(c)));
+  for (const Entry& e : table) {
+    if (lower != e.name) continue;
+    Activation a{e.kind, e.alpha, e.beta};
+    if (e.uses >= 1 && ai < alphas.size()) a.alpha = alphas[ai++];
+    if (e.uses >= 2 && bi < betas.size()) a.beta = betas[bi++];
+    return a;
+  }
+  throw opforge::Error(opforge::str("attribute 'activations' names an unknown function '", name, "'"));
+}
+
+/// Sizes read from X, W and R and the attributes.
+struct Geometry {
+  int64_t seq = 0, batch = 0, input = 0, hidden = 0, dirs = 1;
+  bool batch_first = false, reverse = false;  // reverse: the only direction runs backwards
+};
+
+template <class Ctx> Geometry geometry(const Ctx& ctx, Cell cell) {
+  Tensor x = ctx.input(0), w = ctx.input(1), r = ctx.input(2);
+  OPFORGE_CHECK(x.ndim() == 3 && w.ndim() == 3 && r.ndim() == 3, "X, W and R must be 3-D, got ranks ", x.ndim(), ", ",
+                w.ndim(), ", ", r.ndim());
+  Geometry g;
+  g.batch_first = ctx.has_attr("layout") && ctx.template attr<int64_t>("layout") != 0;
+  g.seq = x.size(g.batch_first ? 1 : 0), g.batch = x.size(g.batch_first ? 0 : 1), g.input = x.size(2);
+  const std::string dir = ctx.template attr<std::string>("direction");
+  OPFORGE_CHECK(dir == "forward" || dir == "reverse" || dir == "bidirectional", "attribute 'direction' must be "
+                "forward, reverse or bidirectional, got '", dir, "'");
+  g.dirs = dir == "bidirectional" ? 2 : 1;
+  g.reverse = dir == "reverse";
+  g.hidden = ctx.has_attr("hidden_size") ? ctx.template attr<int64_t>("hidden_size") : r.size(2);
+  OPFORGE_CHECK(g.hidden > 0, "attribute 'hidden_size' must be positive, got ", g.hidden);
+  const int64_t gh = gate_count(cell) * g.hidden;
+  auto fits = [](int64_t d, int64_t want) { return d < 0 || want < 0 || d == want; };
+  OPFORGE_CHECK(fits(w.size(0), g.dirs) && fits(w.size(1), gh) && fits(w.size(2), g.input), "W must be (",
+                g.dirs, ", ", gh, ", ", g.input, "), got (", w.size(0), ", ", w.size(1), ", ", w.size(2), ")");
+  OPFORGE_CHECK(fits(r.size(0), g.dirs) && fits(r.size(1), gh) && fits(r.size(2), g.hidden), "R must be (",
+                g.dirs, ", ", gh, ", ", g.hidden, "), got (", r.size(0), ", ", r.size(1), ", ", r.size(2), ")");
+  return g;
+}
+
+/// Optional input i must have `want` elements.
+template <class Ctx> void check_count(const Ctx& ctx, int i, int64_t want, const char* name) {
+  if (!ctx.has_input(i)) return;
+  const int64_t n = ctx.input(i).numel();
+  OPFORGE_CHECK(n < 0 || want < 0 || n == want, "input '", name, "' must have ", want, " elements, got ", n);
+  OPFORGE_CHECK(ctx.input(i).dtype() == ctx.input(0).dtype() || i == 4, "input '", name, "' must have X's dtype");
+}
+
+template <Cell K> void infer(InferContext& ctx) {
+  const Geometry g = geometry(ctx, K);
+  const int64_t states = g.batch >= 0 ? g.dirs * g.batch * g.hidden : -1;
+  check_count(ctx, 3, g.dirs * 2 * gate_count(K) * g.hidden, "B");
+  check_count(ctx, 4, g.batch, "sequence_lens");
+  check_count(ctx, 5, states, "initial_h");
+  if (K == Cell::Lstm) check_count(ctx, 6, states, "initial_c"), check_count(ctx, 7, g.dirs * 3 * g.hidden, "P");
+  const int32_t dt = ctx.input(0).dtype();
+  if (g.batch_first) ctx.set_output(0, dt, {g.batch, g.seq, g.dirs, g.hidden});
+  else ctx.set_output(0, dt, {g.seq, g.dirs, g.batch, g.hidden});
+  const Shape state = g.batch_first ? Shape{g.batch, g.dirs, g.hidden} : Shape{g.dirs, g.batch, g.hidden};
+  for (int i = 1; i < ctx.num_outputs(); ++i) ctx.set_output(i, dt, state);
+}
+
+/// Everything one direction needs: its weights, biases, activations and output slots.
+template <class T> struct Direction {
+  const T *w, *r, *wb, *rb, *p;  // wb, rb and p may be null
+  Activation f, g, h;
+  int64_t index = 0;
+  bool backwards = false;
+};
+
+/// What the step loop reads and writes, shared by the directions.
+template <class T> struct Run {
+  Geometry g;
+  const T* x;
+  std::vector<int64_t> lens;
+  const T *h0, *c0;  // may be null
+  T *y, *yh, *yc;     // may be null
+  double clip = 0;
+  bool linear_before_reset = false, input_forget = false;
+  int64_t state_at(int64_t d, int64_t b) const {
+    return (g.batch_first ? b * g.dirs + d : d * g.batch + b) * g.hidden;
+  }
+  int64_t y_at(int64_t t, int64_t d, int64_t b) const {
+    return (g.batch_first ? (b * g.seq + t) * g.dirs + d : (t * g.dirs + d) * g.batch + b) * g.hidden;
+  }
+  int64_t x_row(int64_t t, int64_t b) const { return g.batch_first ? b * g.seq + t : t * g.batch + b; }
+  T clipped(T v) const { return clip > 0 ? std::max(T(-clip), std::min(T(clip), v)) : v; }
+};
+
+/// One step of one batch row: pre-activations `xw` (input projection with W's bias) and `hr`
+/// (recurrent projection with R's bias) -> the new h (and c) in place.
+template <Cell K, class T>
+void cell_row(const Run<T>& run, const Direction<T>& d, const T* xw, const T* hr, T* h, T* c, const T* rh) {
+  const int64_t H = run.g.hidden;
+  for (int64_t k = 0; k < H; ++k) {
+    if constexpr (K == Cell::Rnn) {
+      h[k] = d.f(run.clipped(xw[k] + hr[k]));
+    } else if constexpr (K == Cell::Gru) {
+      const T z = d.f(run.clipped(xw[k] + hr[k]));
+      // rh: (r * h_prev) R_h^T + Rb_h, or null when linear_before_reset puts r outside it.
+      const T r = d.f(run.clipped(xw[H + k] + hr[H + k]));
+      const T pre = rh ? xw[2 * H + k] + rh[k] : xw[2 * H + k] + r * hr[2 * H + k];
+      const T cand = d.g(run.clipped(pre));
+      h[k] = (T(1) - z) * cand + z * h[k];
+    } else {
+      const T* p = d.p;
+      const T cp = c[k];
+      const T i = d.f(run.clipped(xw[k] + hr[k] + (p ? p[k] * cp : T(0))));
+      T f = d.f(run.clipped(xw[2 * H + k] + hr[2 * H + k] + (p ? p[2 * H + k] * cp : T(0))));
+      if (run.input_forget) f = T(1) - i;
+      const T cand = d.g(run.clipped(xw[3 * H + k] + hr[3 * H + k]));
+      c[k] = f * cp + i * cand;
+      const T o = d.f(run.clipped(xw[H + k] + hr[H + k] + (p ? p[H + k] * c[k] : T(0))));
+      h[k] = o * d.h(c[k]);
+    }
+  }
+}
+
+/// r * h_prev for GRU's candidate gate when linear_before_reset is 0, for every batch row.
+template <class T> void reset_hidden(const Run<T>& run, const T* xw_all, const T* hr, const T* h, T* out,
+                                     const Direction<T>& d, int64_t step) {
+  const int64_t H = run.g.hidden, G3 = 3 * H;
+  for (int64_t b = 0; b < run.g.batch; ++b) {
+    if (step >= run.lens[size_t(b)]) continue;
+    const int64_t t = d.backwards ? run.lens[size_t(b)] - 1 - step : step;
+    const T* xw = xw_all + run.x_row(t, b) * G3;
+    for (int64_t k = 0; k < H; ++k)
+      out[b * H + k] = d.f(run.clipped(xw[H + k] + hr[b * G3 + H + k])) * h[b * H + k];
+  }
+}
+
+template <Cell K, class T> void run_direction(const KernelContext& ctx, const Run<T>& run, const Direction<T>& d) {
+  const Geometry& g = run.g;
+  const int64_t H = g.hidden, G = gate_count(K) * H, rows = g.seq * g.batch;
+  // Input projections of every step at once, with both biases except GRU's R_h bias.
+  std::vector<T> xw(size_t(rows * G));
+  opforge_nn::parallel_matmul(ctx, false, true, rows, G, g.input, T(1), run.x, g.input, d.w, g.input, T(0),
+                              xw.data(), G);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t k = 0; k < G; ++k) xw[size_t(i * G + k)] += d.wb ? d.wb[k] : T(0);
+  std::vector<T> h(size_t(g.batch * H), T(0)), c(h.size(), T(0)), hr(size_t(g.batch * G)), rh, reset;
+  for (int64_t b = 0; b < g.batch; ++b)
+    for (int64_t k = 0; k < H; ++k) {
+      if (run.h0) h[size_t(b * H + k)] = run.h0[run.state_at(d.index, b) + k];
+      if (run.c0) c[size_t(b * H + k)] = run.c0[run.state_at(d.index, b) + k];
+    }
+  const bool gru_reset_first = K == Cell::Gru && !run.linear_before_reset;
+  if (gru_reset_first) rh.resize(size_t(g.batch * H)), reset.resize(rh.size());
+  for (int64_t step = 0; step < g.seq; ++step) {
+    opforge_nn::parallel_matmul(ctx, false, true, g.batch, G, H, T(1), h.data(), H, d.r, H, T(0), hr.data(), G);
+    for (int64_t b = 0; b < g.batch; ++b)
+      for (int64_t k = 0; k < G; ++k) hr[size_t(b * G + k)] += d.rb ? d.rb[k] : T(0);
+    if (gru_reset_first) {
+      reset_hidden(run, xw.data(), hr.data(), h.data(), reset.data(), d, step);
+      opforge_nn::parallel_matmul(ctx, false, true, g.batch, H, H, T(1), reset.data(), H, d.r + 2 * H * H, H, T(0),
+                                  rh.data(), H);
+      for (int64_t b = 0; b < g.batch; ++b)
+        for (int64_t k = 0; k < H; ++k) rh[size_t(b * H + k)] += d.rb ? d.rb[2 * H + k] : T(0);
+    }
+    for (int64_t b = 0; b < g.batch; ++b) {
+      if (step >= run.lens[size_t(b)]) continue;
+      const int64_t t = d.backwards ? run.lens[size_t(b)] - 1 - step : step;
+      cell_row<K>(run, d, xw.data() + run.x_row(t, b) * G, hr.data() + b * G, h.data() + b * H, c.data() + b * H,
+                  gru_reset_first ? rh.data() + b * H : nullptr);
+      if (run.y) std::copy(h.begin() + b * H, h.begin() + (b + 1) * H, run.y + run.y_at(t, d.index, b));
+    }
+  }
+  for (int64_t b = 0; b < g.batch; ++b) {
+    if (run.yh) std::copy(h.begin() + b * H, h.begin() + (b + 1) * H, run.yh + run.state_at(d.index, b));
+    if (run.yc) std::copy(c.begin() + b * H, c.begin() + (b + 1) * H, run.yc + run.state_at(d.index, b));
+  }
+}
+
+/// The activations of direction `dir`: the attribute's (one set, or one per direction) or the defaults.
+template <Cell K> std::vector<Activation> activations(const KernelContext& ctx, int64_t dirs, int64_t dir) {
+  constexpr int n = activation_count(K);
+  std::vector<std::string> names = ctx.has_attr("activations") ? ctx.attr<std::vector<std::string>>("activations")
+                                                               : std::vector<std::string>{};
+  if (names.empty()) names = K == Cell::Rnn ? std::vector<std::string>{"Tanh"}
+                         : K == Cell::Gru   ? std::vector<std::string>{"Sigmoid", "Tanh"}
+                                            : std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"};
+  OPFORGE_CHECK(int64_t(names.size()) == n || int64_t(names.size()) == n * dirs, "attribute 'activations' must name ",
+                n, " functions per direction, got ", names.size());
+  const std::vector<float> alphas = ctx.has_attr("activation_alpha") ? ctx.attr<std::vector<float>>("activation_alpha")
+                                                                     : std::vector<float>{};
+  const std::vector<float> betas = ctx.has_attr("activation_beta") ? ctx.attr<std::vector<float>>("activation_beta")
+                                                                   : std::vector<float>{};
+  std::vector<Activation> all;
+  size_t ai = 0, bi = 0;
+  for (const std::string& name : names) all.push_back(activation_named(name, alphas, ai, betas, bi));
+  const size_t first = names.size() == size_t(n) ? 0 : size_t(dir * n);
+  return std::vector<Activation>(all.begin() + first, all.begin() + first + n);
+}
+
+/// Output i's data, or null when the node did not ask for it.
+template <class T> T* optional_output(const KernelContext& ctx, int i) {
+  return i < ctx.num_outputs() && ctx.output(i).has_data() ? ctx.output(i).data<T>() : nullptr;
+}
+template <class T> const T* optional_input(const KernelContext& ctx, int i) {
+  return ctx.has_input(i) ? ctx.input(i).data<T>() : nullptr;
+}
+
+template <Cell K, class T> void recur(KernelContext& ctx, const Geometry& g) {
+  Run<T> run;
+  run.g = g;
+  run.x = ctx.input(0).data<T>();
+  run.lens.assign(size_t(g.batch), g.seq);
+  if (ctx.has_input(4)) {
+    run.lens = read_ints(ctx.input(4));
+    for (int64_t len : run.lens)
+      OPFORGE_CHECK(len >= 0 && len <= g.seq, "sequence_lens value ", len, " is outside [0, ", g.seq, "]");
+  }
+  run.h0 = optional_input<T>(ctx, 5);
+  run.c0 = K == Cell::Lstm ? optional_input<T>(ctx, 6) : nullptr;
+  run.y = optional_output<T>(ctx, 0);
+  run.yh = optional_output<T>(ctx, 1);
+  run.yc = K == Cell::Lstm ? optional_output<T>(ctx, 2) : nullptr;
+  if (run.y) std::fill(run.y, run.y + ctx.output(0).numel(), T(0));  // steps past a sequence's end stay 0
+  run.clip = ctx.has_attr("clip") ? ctx.attr<float>("clip") : 0.0;
+  run.linear_before_reset = K == Cell::Gru && ctx.attr<int64_t>("linear_before_reset") != 0;
+  run.input_forget = K == Cell::Lstm && ctx.attr<int64_t>("input_forget") != 0;
+  const int64_t G = gate_count(K) * g.hidden;
+  const T* bias = optional_input<T>(ctx, 3);
+  const T* peep = K == Cell::Lstm ? optional_input<T>(ctx, 7) : nullptr;
+  for (int64_t dir = 0; dir < g.dirs; ++dir) {
+    Direction<T> d;
+    d.w = ctx.input(1).data<T>() + dir * G * g.input;
+    d.r = ctx.input(2).data<T>() + dir * G * g.hidden;
+    d.wb = bias ? bias + dir * 2 * G : nullptr;
+    d.rb = bias ? bias + dir * 2 * G + G : nullptr;
+    d.p = peep ? peep + dir * 3 * g.hidden : nullptr;
+    const std::vector<Activation> acts = activations<K>(ctx, g.dirs, dir);
+    d.f = acts[0];
+    if (acts.size() > 1) d.g = acts[1];
+    if (acts.size() > 2) d.h = acts[2];
+    d.index = dir;
+    d.backwards = g.reverse || dir == 1;
+    run_direction<K>(ctx, run, d);
+  }
+}
+
+template <Cell K> void compute(KernelContext& ctx) {
+  const Geometry g = geometry(ctx, K);
+  check_count(ctx, 3, g.dirs * 2 * gate_count(K) * g.hidden, "B");
+  check_count(ctx, 5, g.dirs * g.batch * g.hidden, "initial_h");
+  if (K == Cell::Lstm) check_count(ctx, 6, g.dirs * g.batch * g.hidden, "initial_c"), check_count(ctx, 7, g.dirs * 3 * g.hidden, "P");
+  const bool ok = opforge::dispatch<float, double>(ctx.input(0).dtype(), [&](auto tag) {
+    recur<K, typename decltype(tag)::type>(ctx, g);
+  });
+  OPFORGE_CHECK(ok, "unsupported dtype ", opforge::dtype_name(ctx.input(0).dtype()));
+}
+
+}  // namespace
+
+// Inputs and attributes common to the three; opset 14 adds `layout` (batch-first X, Y and states).
+#define RNN_COMMON(NAME, VERSION, KIND)                                                        \
+  OPFORGE_OP(NAME)                                                                             \
+      .since(VERSION)                                                                          \
+      .input("X", {opforge::f32, opforge::f64})                                                \
+      .input("W", {opforge::f32, opforge::f64})                                                \
+      .input("R", {opforge::f32, opforge::f64})                                                \
+      .optional_input("B", {opforge::f32, opforge::f64})                                       \
+      .optional_input("sequence_lens", {opforge::i32, opforge::i64})                           \
+      .optional_input("initial_h", {opforge::f32, opforge::f64})                               \
+      .optional_output("Y")                                                                    \
+      .optional_output("Y_h")                                                                  \
+      .optional_attr("activation_alpha", opforge::AttrType::Floats)                            \
+      .optional_attr("activation_beta", opforge::AttrType::Floats)                             \
+      .optional_attr("activations", opforge::AttrType::Strings)                                \
+      .optional_attr("clip", opforge::AttrType::Float)                                         \
+      .attr("direction", "forward")                                                            \
+      .optional_attr("hidden_size", opforge::AttrType::Int)                                    \
+      .infer(infer<KIND>)                                                                      \
+      .compute(compute<KIND>)
+
+RNN_COMMON(RNN, 7, Cell::Rnn);
+RNN_COMMON(RNN, 14, Cell::Rnn).attr("layout", int64_t(0));
+RNN_COMMON(GRU, 7, Cell::Gru).attr("linear_before_reset", int64_t(0));
+RNN_COMMON(GRU, 14, Cell::Gru).attr("linear_before_reset", int64_t(0)).attr("layout", int64_t(0));
+RNN_COMMON(LSTM, 7, Cell::Lstm)
+    .optional_input("initial_c", {opforge::f32, opforge::f64})
+    .optional_input("P", {opforge::f32, opforge::f64})
+    .optional_output("Y_c")
+    .attr("input_forget", int64_t(0));
+RNN_COMMON(LSTM, 14, Cell::Lstm)
+    .optional_input("initial_c", {opforge::f32, opforge::f64})
+    .optional_input("P", {opforge::f32, opforge::f64})
+    .optional_output("Y_c")
+    .attr("input_forget", int64_t(0))
+    .attr("layout", int64_t(0));
