@@ -1,0 +1,69 @@
+"""com.microsoft's float contrib kernels (FusedMatMul, the GELU family, skip layer norms) against
+onnxruntime, which implements them."""
+import numpy as np
+import pytest
+
+from exact_check import check
+
+MS = "com.microsoft"
+RNG = np.random.default_rng(0)
+TOL = dict(rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture(autouse=True)
+def reseed():
+    """Each test draws the same data whichever tests run before it."""
+    RNG.bit_generator.state = np.random.default_rng(0).bit_generator.state
+
+
+def data(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("sa, sb, attrs", [
+    ((5, 7), (7, 9), {}),
+    ((7, 5), (7, 9), {"transA": 1, "alpha": 0.5}),
+    ((2, 3, 5, 8), (2, 3, 6, 8), {"transB": 1, "alpha": 0.125}),
+    ((4, 5, 7), (9, 7), {"transB": 1}),
+    ((2, 7, 5), (1, 7, 3), {"transA": 1}),
+    ((7,), (7, 4), {"alpha": 2.0}),
+])
+def test_fused_matmul(kernels, sa, sb, attrs):
+    check(kernels, "FusedMatMul", [data(*sa), data(*sb)], attrs, domain=MS, **TOL)
+
+
+def test_gelu_family(kernels):
+    x, bias = data(3, 5, 16) * 3, data(16)
+    check(kernels, "BiasGelu", [x, bias], domain=MS, **TOL)
+    check(kernels, "FastGelu", [x, bias], domain=MS, **TOL)
+    check(kernels, "FastGelu", [x], domain=MS, **TOL)
+    check(kernels, "QuickGelu", [x], {"alpha": 1.5}, domain=MS, **TOL)
+    check(kernels, "Gelu", [x], domain=MS, **TOL)
+
+
+@pytest.mark.parametrize("skip_shape", [(2, 5, 32), (5, 32), (1, 5, 32)])
+def test_skip_layer_normalization(kernels, skip_shape):
+    x, skip = data(2, 5, 32), data(*skip_shape)
+    gamma, beta, bias = 1 + data(32) * 0.1, data(32), data(32)
+    check(kernels, "SkipLayerNormalization", [x, skip, gamma, beta, bias], {"epsilon": 1e-5}, domain=MS,
+          num_outputs=1, **TOL)
+    check(kernels, "SkipLayerNormalization", [x, skip, gamma], domain=MS, **TOL)
+    check(kernels, "SkipSimplifiedLayerNormalization", [x, skip, gamma, bias], {"epsilon": 1e-6}, domain=MS, **TOL)
+
+
+def test_skip_layer_normalization_sum_output(kernels):
+    x, skip, gamma, beta, bias = data(2, 4, 16), data(2, 4, 16), data(16), data(16), data(16)
+    norm = kernels.op("SkipLayerNormalization", domain=MS)
+    y, mean, inv, total = norm(x, skip, gamma, beta, bias, epsilon=1e-5)
+    np.testing.assert_allclose(total, x + skip + bias, rtol=1e-6)
+    np.testing.assert_allclose(mean[..., 0], total.mean(-1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(inv[..., 0], 1 / np.sqrt(total.var(-1) + 1e-5), rtol=1e-4)
+
+
+def test_contrib_errors_name_the_input(kernels):
+    with pytest.raises(Exception, match="gamma"):
+        kernels.op("SkipLayerNormalization", domain=MS)(data(2, 3, 8), data(2, 3, 8), data(7))
+    with pytest.raises(Exception, match="inner dimensions differ"):
+        kernels.op("FusedMatMul", domain=MS)(data(2, 3), data(2, 3))
+    with pytest.raises(Exception, match="transBatch"):
+        kernels.op("FusedMatMul", domain=MS)(data(2, 3), data(3, 2), transBatchA=1)
