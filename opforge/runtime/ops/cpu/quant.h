@@ -92,7 +92,10 @@ struct ScaleLayout {
 /// `axis` and `block` are the op's attributes (block 0: not blocked).
 inline ScaleLayout scale_layout(const Tensor& x, const Tensor& scale, const Tensor* zp, int64_t axis, int64_t block) {
   ScaleLayout s;
-  if (zp != nullptr) {
+  if (zp != nullptr && scale.numel() == 1) {  // one value each: a scalar and a 1-element tensor mix freely
+    OPFORGE_CHECK(zp->numel() == 1 || zp->numel() < 0, "the zero point holds ", zp->numel(),
+                  " values but the scale one");
+  } else if (zp != nullptr) {
     OPFORGE_CHECK(zp->ndim() == scale.ndim(), "the zero point's rank ", zp->ndim(), " differs from the scale's ",
                   scale.ndim());
     for (int d = 0; d < zp->ndim(); ++d)
