@@ -4,7 +4,8 @@
 
 Builds squeezenet (light zoo, seeded weights, 224x224) and a BERT-style encoder layer (hidden 256,
 ffn 1024, batch 8, sequence 16), quantizes them with onnxruntime's quantize_dynamic and
-quantize_static (QOperator and QDQ, a seeded calibration reader), and prints, as bench_models.py
+quantize_static (QOperator and QDQ, a seeded calibration reader; uint8 activations for
+squeezenet, as in tests/runtime/test_quantized_models.py), and prints, as bench_models.py
 does, the load average, each runtime's median latency (runs interleaved) and the ratio. Outputs are
 checked first: every integer tensor equal, floats within 1e-4 ('match').
 """
@@ -52,8 +53,10 @@ def quantized_models(folder: Path):
         yield f"{name} dynamic", onnx.load(out), feeds(0)
         for fmt in ("QOperator", "QDQ"):
             out = folder / f"{name}_{fmt}.onnx"
+            activations = quantization.QuantType.QUInt8 if name == "squeezenet" else quantization.QuantType.QInt8
             quantization.quantize_static(path, out, Calibration([feeds(100 + i) for i in range(2)]),
-                                         quant_format=getattr(quantization.QuantFormat, fmt))
+                                         quant_format=getattr(quantization.QuantFormat, fmt),
+                                         activation_type=activations)
             yield f"{name} static {fmt}", onnx.load(out), feeds(0)
 
 

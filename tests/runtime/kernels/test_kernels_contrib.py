@@ -67,3 +67,17 @@ def test_contrib_errors_name_the_input(kernels):
         kernels.op("FusedMatMul", domain=MS)(data(2, 3), data(2, 3))
     with pytest.raises(Exception, match="transBatch"):
         kernels.op("FusedMatMul", domain=MS)(data(2, 3), data(3, 2), transBatchA=1)
+
+
+def test_contrib_range_trilu_and_nhwc_max_pool(kernels):
+    # onnxruntime's contrib Range sums delta step by step, opforge's computes start + i * delta
+    check(kernels, "Range", [np.float32(1.5), np.float32(9), np.float32(0.7)], domain=MS, rtol=1e-6, atol=1e-6)
+    check(kernels, "Range", [np.int64(10), np.int64(-3), None], domain=MS)
+    x = data(2, 5, 6)
+    check(kernels, "Trilu", [x, np.int64(1)], {"upper": 0}, domain=MS)
+    check(kernels, "Trilu", [x], domain=MS)
+    for dtype in (np.uint8, np.int8):
+        q = RNG.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1, (2, 9, 8, 5)).astype(dtype)
+        check(kernels, "NhwcMaxPool", [q], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+              domain=MS)
+        check(kernels, "NhwcMaxPool", [q], {"kernel_shape": [2, 3], "dilations": [2, 1]}, domain=MS)
