@@ -10,6 +10,10 @@
 
 #include "common.h"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace opforge_quant {
 
 using opforge::InferContext;
@@ -70,6 +74,29 @@ inline void dynamic_qparams(const float* x, int64_t n, float* scale, int32_t* zp
   for (int64_t i = 0; i < n; ++i) lo = std::min(lo, x[i]), hi = std::max(hi, x[i]);
   *scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
   *zp = int32_t(std::nearbyint(std::max(0.0f, std::min(255.0f, 0.0f - lo / *scale))));
+}
+
+/// out[i] = requantize(acc[i] + add, scale, zp) for a row of n: 16 lanes at a time with AVX-512
+/// (cvtps2dq rounds half to even, as nearbyint does), the tail one by one.
+template <class Q>
+inline void requantize_row(const int32_t* acc, int64_t n, int32_t add, float scale, int32_t zp, Q* out) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  if constexpr (sizeof(Q) == 1) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    const __m512 lo = _mm512_set1_ps(float(int32_t(std::numeric_limits<Q>::min()) - zp));
+    const __m512 hi = _mm512_set1_ps(float(int32_t(std::numeric_limits<Q>::max()) - zp));
+    const __m512i vadd = _mm512_set1_epi32(add), vzp = _mm512_set1_epi32(zp);
+    for (; i + 16 <= n; i += 16) {
+      const __m512i a = _mm512_add_epi32(_mm512_loadu_si512(acc + i), vadd);
+      const __m512 f = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(a), vs), lo), hi);
+      const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(f), vzp);
+      const __m128i bytes = std::is_signed_v<Q> ? _mm512_cvtsepi32_epi8(q) : _mm512_cvtusepi32_epi8(q);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), bytes);
+    }
+  }
+#endif
+  for (; i < n; ++i) out[i] = requantize<Q>(int32_t(uint32_t(acc[i]) + uint32_t(add)), scale, zp);
 }
 
 /// How a scale (and its zero point) maps onto the elements: one value, one per index along

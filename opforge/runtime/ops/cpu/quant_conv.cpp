@@ -77,12 +77,13 @@ void qconv(const KernelContext& ctx, ConvInputs in, const QConvShape& s, int32_t
   const auto* xd = static_cast<const uint8_t*>(x.raw());
   const auto* wd = static_cast<const uint8_t*>(wt.raw());
   const bool direct = s.w.is_pointwise();
-  std::vector<uint8_t> col(direct ? 0 : size_t(kc * p));
+  std::vector<uint8_t>& col = scratch<uint8_t, 0>(direct ? 0 : size_t(kc * p));
+  static thread_local PackedB pb;
   for (int64_t b = 0; b < s.n; ++b)
     for (int64_t g = 0; g < s.group; ++g) {
       const uint8_t* xg = xd + (b * s.c + g * s.cg) * s.w.in_size();
       if (!direct) opforge_nn::im2col(s.w, xg, s.cg, 0, p, col.data(), uint8_t(x_zp));
-      const PackedB pb = pack_b(ctx, Q8Matrix{direct ? xg : col.data(), p, x_signed}, kc, p);
+      pack_b(ctx, Q8Matrix{direct ? xg : col.data(), p, x_signed}, kc, p, pb);
       std::vector<int32_t> za(1, w_zp[0]);
       if (w_zp.size() > 1) za.assign(w_zp.begin() + g * s.mg, w_zp.begin() + (g + 1) * s.mg);
       qgemm(ctx, s.mg, Q8Matrix{wd + g * s.mg * kc, kc, w_signed}, za, pb, {x_zp}, acc + (b * s.m + g * s.mg) * p, p);
@@ -111,7 +112,7 @@ void qlinear_conv_infer(InferContext& ctx) {
 void qlinear_conv_compute(KernelContext& ctx) {
   const QConvShape s = qconv_shape(ctx, kQLinearConv);
   const Tensor y = ctx.output(0);
-  std::vector<int32_t> acc(size_t(y.numel()));
+  std::vector<int32_t>& acc = scratch<int32_t, 1>(size_t(y.numel()));
   qconv(ctx, kQLinearConv, s, acc.data());
   const float xs = scales(ctx.input(1))[0], ys = scales(ctx.input(6))[0];
   const std::vector<float> ws = scales(ctx.input(4));
@@ -125,9 +126,7 @@ void qlinear_conv_compute(KernelContext& ctx) {
       for (int64_t r = b; r < e; ++r) {
         const int64_t ch = r % s.m;
         const float scale = xs * ws[ws.size() == 1 ? 0 : size_t(ch)] / ys;  // onnxruntime's order
-        const uint32_t add = bias ? uint32_t(bias[ch]) : 0u;
-        for (int64_t i = r * p; i < (r + 1) * p; ++i)
-          out[i] = requantize<Q>(int32_t(uint32_t(acc[size_t(i)]) + add), scale, zy);
+        requantize_row(acc.data() + r * p, p, bias ? bias[ch] : 0, scale, zy, out + r * p);
       }
     });
   });

@@ -29,8 +29,7 @@ struct PackedA {
   const uint8_t* row(int64_t r) const { return data.data() + r * k4 * 4; }
 };
 
-PackedA pack_a(Q8Matrix a, int64_t m, int64_t k) {
-  PackedA p;
+void pack_a(Q8Matrix a, int64_t m, int64_t k, PackedA& p) {
   p.k4 = (k + 3) / 4;
   const int64_t rows = (m + kRows - 1) / kRows * kRows;
   p.data.assign(size_t(rows * p.k4 * 4), 0);
@@ -43,7 +42,6 @@ PackedA pack_a(Q8Matrix a, int64_t m, int64_t k) {
     for (int64_t i = 0; i < k; ++i) sum += dst[i] = uint8_t(src[i] ^ flip);
     p.row_sums[size_t(r)] = sum;
   }
-  return p;
 }
 
 #if OPFORGE_QGEMM_VNNI
@@ -86,32 +84,48 @@ inline int32_t pick(const std::vector<int32_t>& v, int64_t i) { return v.size() 
 
 bool qgemm_uses_vnni() { return OPFORGE_QGEMM_VNNI; }
 
-PackedB pack_b(const KernelContext& ctx, Q8Matrix b, int64_t k, int64_t n) {
-  PackedB p;
+void pack_b(const KernelContext& ctx, Q8Matrix b, int64_t k, int64_t n, PackedB& p) {
   p.k = k, p.n = n, p.k4 = (k + 3) / 4;
   p.offset = b.is_signed ? 0 : 128;
-  p.data.assign(size_t(p.panels() * p.k4 * kPanel * 4), 0);
-  p.col_sums.assign(size_t(p.panels() * kPanel), 0);
-  const uint8_t flip = b.is_signed ? 0 : 0x80;
+  p.data.resize(size_t(p.panels() * p.k4 * kPanel * 4));
+  p.col_sums.resize(size_t(p.panels() * kPanel));
+  const uint32_t flip = b.is_signed ? 0u : 0x80808080u;
+  static const uint8_t zeros[kPanel] = {};
   ctx.parallel_for(p.panels(), 1, [&](int64_t pb, int64_t pe) {
     for (int64_t pi = pb; pi < pe; ++pi) {
       const int64_t c0 = pi * kPanel, w = std::min(kPanel, n - c0);
-      int8_t* dst = p.data.data() + pi * p.k4 * kPanel * 4;
+      uint32_t* dst = reinterpret_cast<uint32_t*>(p.data.data() + pi * p.k4 * kPanel * 4);
       int32_t* sums = p.col_sums.data() + c0;
-      for (int64_t i = 0; i < k; ++i) {
-        const uint8_t* src = static_cast<const uint8_t*>(b.data) + i * b.ld + c0;
-        int8_t* row = dst + (i / 4) * kPanel * 4 + i % 4;
-        for (int64_t c = 0; c < w; ++c) sums[c] += row[c * 4] = int8_t(src[c] ^ flip);
+      std::fill(sums, sums + kPanel, 0);
+      // Four rows of B at a time become one 4-byte group per column; rows past K read zeros,
+      // which stay zero (their lanes are not flipped).
+      for (int64_t q = 0; q < p.k4; ++q, dst += kPanel) {
+        const uint8_t* r[4];
+        uint32_t lanes = 0;
+        for (int t = 0; t < 4; ++t) {
+          const bool real = 4 * q + t < k;
+          r[t] = real ? static_cast<const uint8_t*>(b.data) + (4 * q + t) * b.ld + c0 : zeros;
+          lanes |= real ? (0xffu << (8 * t)) : 0u;
+        }
+        const uint32_t f = flip & lanes;
+        for (int64_t c = 0; c < w; ++c) {
+          const uint32_t v = (uint32_t(r[0][c]) | uint32_t(r[1][c]) << 8 | uint32_t(r[2][c]) << 16 |
+                              uint32_t(r[3][c]) << 24) ^ f;
+          dst[c] = v;
+          sums[c] += int8_t(v) + int8_t(v >> 8) + int8_t(v >> 16) + int8_t(v >> 24);
+        }
+        for (int64_t c = w; c < kPanel; ++c) dst[c] = 0;
       }
     }
   });
-  return p;
 }
 
 void qgemm(const KernelContext& ctx, int64_t m, Q8Matrix a, const std::vector<int32_t>& za, const PackedB& b,
            const std::vector<int32_t>& zb, int32_t* c, int64_t ldc) {
   if (m == 0 || b.n == 0) return;
-  const PackedA pa = pack_a(a, m, b.k);
+  static thread_local PackedA kept;  // so its buffer is not mapped afresh per call
+  PackedA& pa = kept;                 // the workers below must read this thread's, by reference
+  pack_a(a, m, b.k, pa);
   const int64_t row_blocks = (m + kRows - 1) / kRows, tasks = row_blocks * b.panels();
   const int32_t off_a = a.is_signed ? 128 : 0;
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, kRows * kPanel * pa.k4));
@@ -121,13 +135,16 @@ void qgemm(const KernelContext& ctx, int64_t m, Q8Matrix a, const std::vector<in
       const int64_t pi = t / row_blocks, r0 = (t % row_blocks) * kRows, c0 = pi * kPanel;
       tile_dot(pa.row(r0), pa.k4, b.panel(pi), tile);
       const int64_t rows = std::min(kRows, m - r0), cols = std::min(kPanel, b.n - c0);
+      // Unsigned arithmetic: the sums wrap as onnxruntime's int32 sums do, without overflow's UB.
+      uint32_t rb[kPanel], sb[kPanel];
+      for (int64_t j = 0; j < cols; ++j)
+        rb[j] = uint32_t(pick(zb, c0 + j) - b.offset), sb[j] = uint32_t(b.col_sums[size_t(c0 + j)]);
       for (int64_t r = 0; r < rows; ++r) {
         const uint32_t ra = uint32_t(off_a + pick(za, r0 + r)), sa = uint32_t(pa.row_sums[size_t(r0 + r)]);
+        const uint32_t kra = uint32_t(b.k) * ra;
+        const int32_t* t = tile + r * kPanel;
         int32_t* out = c + (r0 + r) * ldc + c0;
-        for (int64_t j = 0; j < cols; ++j) {
-          const uint32_t rb = uint32_t(pick(zb, c0 + j) - b.offset), sb = uint32_t(b.col_sums[size_t(c0 + j)]);
-          out[j] = int32_t(uint32_t(tile[r * kPanel + j]) - rb * sa - ra * sb + uint32_t(b.k) * ra * rb);
-        }
+        for (int64_t j = 0; j < cols; ++j) out[j] = int32_t(uint32_t(t[j]) - rb[j] * sa - ra * sb[j] + kra * rb[j]);
       }
     }
   });

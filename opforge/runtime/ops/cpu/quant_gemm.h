@@ -28,14 +28,23 @@ struct PackedB {
   const int8_t* panel(int64_t p) const { return data.data() + p * k4 * kPanel * 4; }
 };
 
-/// Packs B (K x N), panels spread over the host's threads.
-PackedB pack_b(const KernelContext& ctx, Q8Matrix b, int64_t k, int64_t n);
+/// Packs B (K x N) into `out` (its buffers are reused: a caller may keep one across calls), panels
+/// spread over the host's threads.
+void pack_b(const KernelContext& ctx, Q8Matrix b, int64_t k, int64_t n, PackedB& out);
 
 /// C (M x N, leading dimension ldc) = sum over k of (A[m][k] - za[m]) * (B[k][n] - zb[n]) in
 /// int32, wrapping as onnxruntime's sums do. za holds M values (one per row) or one, zb N values
 /// or one; `a` is M x K.
 void qgemm(const KernelContext& ctx, int64_t m, Q8Matrix a, const std::vector<int32_t>& za, const PackedB& b,
            const std::vector<int32_t>& zb, int32_t* c, int64_t ldc);
+
+/// A std::vector of this thread's, kept between calls so that big scratch buffers are not mapped
+/// (and page-faulted) afresh for every node; `slot` tells a caller's buffers apart.
+template <class T, int slot> std::vector<T>& scratch(size_t size) {
+  static thread_local std::vector<T> buffer;
+  buffer.resize(size);
+  return buffer;
+}
 
 /// Whether this build multiplies with AVX-512 VNNI (else the portable loop).
 bool qgemm_uses_vnni();

@@ -51,15 +51,20 @@ void qlinear_matmul_compute(KernelContext& ctx) {
   const std::vector<float> scale = output_scales(scales(ctx.input(1)), scales(ctx.input(4)), scales(ctx.input(6))[0]);
   const std::vector<int32_t> zb = zero_points(ctx, 5, ctx.input(5).numel());
   const int32_t zy = zero_points(ctx, 7, 1)[0];
-  std::vector<int32_t> acc(size_t(y.numel()));
+  std::vector<int32_t>& acc = scratch<int32_t, 2>(size_t(y.numel()));
   qmatmul(ctx, s, a, b, zero_points(ctx, 2, 1), zb, acc.data());
   const bool ok = opforge::dispatch<uint8_t, int8_t>(y.dtype(), [&](auto tag) {
     using Q = typename decltype(tag)::type;
     Q* out = y.data<Q>();
-    const int64_t n = s.n;
-    ctx.parallel_for(y.numel(), 16384, [&](int64_t b0, int64_t e) {
-      for (int64_t i = b0; i < e; ++i)
-        out[i] = requantize<Q>(acc[size_t(i)], scale[scale.size() == 1 ? 0 : size_t(i % n)], zy);
+    const int64_t n = s.n, rows = n == 0 ? 0 : y.numel() / n;
+    ctx.parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t b0, int64_t e) {
+      for (int64_t r = b0; r < e; ++r) {
+        if (scale.size() == 1) {
+          requantize_row(acc.data() + r * n, n, 0, scale[0], zy, out + r * n);
+          continue;
+        }
+        for (int64_t j = 0; j < n; ++j) out[r * n + j] = requantize<Q>(acc[size_t(r * n + j)], scale[size_t(j)], zy);
+      }
     });
   });
   OPFORGE_CHECK(ok, "unsupported output dtype ", opforge::dtype_name(y.dtype()));

@@ -80,14 +80,15 @@ inline void qmatmul(const KernelContext& ctx, const QMatMulShape& s, const Tenso
   // A not broadcast and one B: a single GEMM over the stacked rows of A.
   if (opforge_cpu::numel(s.batch_b) == 1 && opforge_cpu::numel(s.batch_a) == opforge_cpu::numel(s.batch) &&
       za.size() == 1) {
-    const PackedB pb = pack_b(ctx, Q8Matrix{b_data, s.n, b_signed}, s.k, s.n);
+    static thread_local PackedB pb;
+    pack_b(ctx, Q8Matrix{b_data, s.n, b_signed}, s.k, s.n, pb);
     qgemm(ctx, int64_t(a_off.size()) * s.m, Q8Matrix{a_data, s.k, a_signed}, za, pb, zb, acc, s.n);
     return;
   }
   int64_t packed_at = -1;
-  PackedB pb;
+  static thread_local PackedB pb;
   for (size_t i = 0; i < a_off.size(); ++i) {
-    if (b_off[i] != packed_at) pb = pack_b(ctx, Q8Matrix{b_data + b_off[i], s.n, b_signed}, s.k, s.n);
+    if (b_off[i] != packed_at) pack_b(ctx, Q8Matrix{b_data + b_off[i], s.n, b_signed}, s.k, s.n, pb);
     packed_at = b_off[i];
     qgemm(ctx, s.m, Q8Matrix{a_data + a_off[i], s.k, a_signed}, za, pb, zb, acc + int64_t(i) * s.m * s.n, s.n);
   }

@@ -54,7 +54,7 @@ void integer_to_float_compute(KernelContext& ctx) {
   const Inputs in = kIntegerToFloat;
   const QMatMulShape s = checked_shape(ctx, in);
   const Tensor y = ctx.output(0);
-  std::vector<int32_t> acc(size_t(y.numel()));
+  std::vector<int32_t>& acc = scratch<int32_t, 2>(size_t(y.numel()));
   const int64_t zb_n = ctx.has_input(in.b_zp) ? ctx.input(in.b_zp).numel() : 1;
   qmatmul(ctx, s, ctx.input(in.a), ctx.input(in.b), zero_points(ctx, in.a_zp, 1), zero_points(ctx, in.b_zp, zb_n),
           acc.data());
@@ -75,7 +75,7 @@ void dynamic_quantize_compute(KernelContext& ctx) {
   opf_tensor view = *a.get();
   view.dtype = OPF_UINT8;
   view.data = aq.data();
-  std::vector<int32_t> acc(size_t(y.numel()));
+  std::vector<int32_t>& acc = scratch<int32_t, 2>(size_t(y.numel()));
   const int64_t zb_n = ctx.has_input(in.b_zp) ? ctx.input(in.b_zp).numel() : 1;
   qmatmul(ctx, s, Tensor(&view), ctx.input(in.b), {a_zp}, zero_points(ctx, in.b_zp, zb_n), acc.data());
   scale_out(ctx, in, acc.data(), a_scale, s.n, y.data<float>(), y.numel());
