@@ -99,6 +99,28 @@ inline void requantize_row(const int32_t* acc, int64_t n, int32_t add, float sca
   for (; i < n; ++i) out[i] = requantize<Q>(int32_t(uint32_t(acc[i]) + uint32_t(add)), scale, zp);
 }
 
+/// out[i] = quantize(x[i], scale, zp) for a row of n floats: 16 lanes at a time with AVX-512 (a
+/// division, clamping and cvtps2dq, as MLAS's MlasQuantizeLinear), the tail one by one.
+template <class Q> inline void quantize_row(const float* x, int64_t n, float scale, int32_t zp, Q* out) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  if constexpr (sizeof(Q) == 1) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    const __m512 lo = _mm512_set1_ps(float(int32_t(std::numeric_limits<Q>::min()) - zp));
+    const __m512 hi = _mm512_set1_ps(float(int32_t(std::numeric_limits<Q>::max()) - zp));
+    const __m512i vzp = _mm512_set1_epi32(zp);
+    for (; i + 16 <= n; i += 16) {
+      // max(v, lo) with v first gives lo for a NaN v, as quantize() does
+      const __m512 f = _mm512_min_ps(_mm512_max_ps(_mm512_div_ps(_mm512_loadu_ps(x + i), vs), lo), hi);
+      const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(f), vzp);
+      const __m128i bytes = std::is_signed_v<Q> ? _mm512_cvtsepi32_epi8(q) : _mm512_cvtusepi32_epi8(q);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), bytes);
+    }
+  }
+#endif
+  for (; i < n; ++i) out[i] = quantize<Q>(x[i], scale, zp);
+}
+
 /// How a scale (and its zero point) maps onto the elements: one value, one per index along
 /// `axis`, or one per block of `block` indices along it (the scale has x's rank).
 struct ScaleLayout {

@@ -25,6 +25,16 @@ template <class Q, class X>
 void quantize_all(const KernelContext& ctx, const ScaleLayout& s, const X* x, Q* y) {
   const std::vector<float> sc = scales(ctx.input(1));
   const std::vector<int32_t> zp = zero_points(ctx, 2, int64_t(sc.size()));
+  if constexpr (std::is_same_v<X, float>) {
+    if (s.kind == ScaleLayout::PerTensor) {  // the common case: chunks over the threads
+      const int64_t n = s.inner, chunk = 16384;
+      ctx.parallel_for((n + chunk - 1) / chunk, 1, [&](int64_t b, int64_t e) {
+        for (int64_t c = b; c < e; ++c)
+          quantize_row(x + c * chunk, std::min(chunk, n - c * chunk), sc[0], zp[0], y + c * chunk);
+      });
+      return;
+    }
+  }
   for_rows(ctx, s, [&](int64_t at, int64_t o, int64_t j) {
     for (int64_t i = 0; i < s.inner; ++i) {
       const int64_t k = s.index(o, j, i);
@@ -123,9 +133,7 @@ void dynamic_quantize_compute(KernelContext& ctx) {
   int32_t zp;
   dynamic_qparams(xp, n, &scale, &zp);
   uint8_t* y = ctx.output(0).data<uint8_t>();
-  ctx.parallel_for(n, 16384, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) y[i] = quantize<uint8_t>(xp[i], scale, zp);
-  });
+  ctx.parallel_for(n, 16384, [&](int64_t b, int64_t e) { quantize_row(xp + b, e - b, scale, zp, y + b); });
   *ctx.output(1).data<float>() = scale;
   *ctx.output(2).data<uint8_t>() = uint8_t(zp);
 }

@@ -71,7 +71,7 @@ void dynamic_quantize_compute(KernelContext& ctx) {
   int32_t a_zp;
   dynamic_qparams(ap, a.numel(), &a_scale, &a_zp);
   std::vector<uint8_t> aq(size_t(a.numel()));
-  for (size_t i = 0; i < aq.size(); ++i) aq[i] = quantize<uint8_t>(ap[i], a_scale, a_zp);
+  quantize_row(ap, a.numel(), a_scale, a_zp, aq.data());
   opf_tensor view = *a.get();
   view.dtype = OPF_UINT8;
   view.data = aq.data();
