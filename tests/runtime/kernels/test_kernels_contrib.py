@@ -81,3 +81,35 @@ def test_contrib_range_trilu_and_nhwc_max_pool(kernels):
         check(kernels, "NhwcMaxPool", [q], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
               domain=MS)
         check(kernels, "NhwcMaxPool", [q], {"kernel_shape": [2, 3], "dilations": [2, 1]}, domain=MS)
+
+
+@pytest.mark.parametrize("bits, k, zero_points", [(4, 64, "packed"), (4, 80, None), (4, 48, "float"), (8, 48, "packed"), (2, 64, "packed")])
+def test_matmul_nbits(kernels, bits, k, zero_points):
+    n, block = 24, 16
+    blocks = (k + block - 1) // block
+    b = RNG.integers(0, 256, (n, blocks, block * bits // 8)).astype(np.uint8)
+    scales = RNG.uniform(0.01, 0.05, n * blocks).astype(np.float32)
+    per_byte = 8 // bits
+    zp = {"packed": RNG.integers(0, 256, n * ((blocks + per_byte - 1) // per_byte)).astype(np.uint8),
+          "float": RNG.uniform(100, 150, n * blocks).astype(np.float32), None: None}[zero_points]
+    attrs = {"K": k, "N": n, "bits": bits, "block_size": block}
+    a = data(3, 5, k)
+    check(kernels, "MatMulNBits", [a, b, scales, zp], attrs, domain=MS, rtol=1e-4, atol=1e-4)
+    check(kernels, "MatMulNBits", [a, b, scales, zp, None, data(n)], attrs, domain=MS, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("layout", ["bsd", "bnsd"])
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("rotary_dim", [16, 12])
+def test_rotary_embedding(kernels, layout, interleaved, rotary_dim):
+    batch, seq, heads, head = 2, 5, 3, 16
+    x = data(batch, seq, heads * head) if layout == "bsd" else data(batch, heads, seq, head)
+    half = rotary_dim // 2
+    angles = np.arange(12)[:, None] * (1.0 / 10000 ** (np.arange(half) / half))[None, :]
+    cos, sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    attrs = {"interleaved": interleaved, "num_heads": heads}
+    if rotary_dim < head:
+        attrs["rotary_embedding_dim"] = rotary_dim
+    positions = RNG.integers(0, 12, (batch, seq)).astype(np.int64)
+    check(kernels, "RotaryEmbedding", [x, positions, cos, sin], attrs, domain=MS, **TOL)
+    check(kernels, "RotaryEmbedding", [x, np.array([3], np.int64), cos, sin], attrs, domain=MS, **TOL)
