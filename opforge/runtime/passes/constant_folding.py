@@ -10,6 +10,10 @@ from opforge.runtime.model import is_standard_domain
 _NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                      "Multinomial", "Bernoulli", "Dropout"}
 
+# A DequantizeLinear read by an op that fuse_qdq can make quantized (one whose output goes to a
+# QuantizeLinear) stays, as in onnxruntime, so that the fusion still sees the integer weights.
+_QDQ_READERS = {"Conv", "MatMul", "Add", "Mul", "GlobalAveragePool", "Sigmoid", "Softmax", "Concat"}
+
 # Ops that read only their input's shape, so a statically known shape is enough to fold them.
 _SHAPE_ONLY = {"Shape", "Size"}
 
@@ -26,8 +30,10 @@ def fold_constants(graph: Graph, context) -> int:
     overridable = {v.name for v in graph.inputs}
     constants = {n: a for n, a in graph.initializers.items() if n not in overridable}
     kept, folded = [], 0
+    quantized_reads = _qdq_group_inputs(graph)
     for node in graph.nodes:
-        results = _fold(node, constants, context)
+        kept_for_qdq = node.op_type == "DequantizeLinear" and node.outputs[0] in quantized_reads
+        results = None if kept_for_qdq else _fold(node, constants, context)
         if results is None:
             kept.append(node)
             continue
@@ -38,6 +44,13 @@ def fold_constants(graph: Graph, context) -> int:
         folded += 1
     graph.nodes = kept
     return folded
+
+
+def _qdq_group_inputs(graph: Graph) -> set[str]:
+    """The inputs of ops of _QDQ_READERS whose output a QuantizeLinear reads."""
+    quantized = {n.inputs[0] for n in graph.nodes if n.op_type == "QuantizeLinear" and n.inputs}
+    return {name for node in graph.nodes if node.op_type in _QDQ_READERS and set(node.outputs) & quantized
+            for name in node.inputs}
 
 
 def _fold(node: Node, constants: dict[str, np.ndarray], context) -> list | None:

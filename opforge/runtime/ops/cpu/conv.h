@@ -118,13 +118,13 @@ inline void valid_outputs(int64_t n_out, int64_t in, int64_t stride, int64_t off
 }
 
 /// One im2col row segment: col[o - ow0] = x_row[o * s + offset] for o in [ow0, ow1), where only
-/// o in [lo, hi) land inside the row; the rest are zero padding.
+/// o in [lo, hi) land inside the row; the rest are padding, `fill` (a quantized input's zero point).
 template <class T>
 inline void gather_row(const T* x_row, int64_t s, int64_t offset, int64_t lo, int64_t hi, int64_t ow0, int64_t ow1,
-                       T* col) {
+                       T* col, T fill = T(0)) {
   lo = std::min(std::max(lo, ow0), ow1);
   hi = std::max(std::min(hi, ow1), lo);
-  std::fill(col, col + (lo - ow0), T(0));
+  std::fill(col, col + (lo - ow0), fill);
   T* mid = col + (lo - ow0);
   if (s == 1) {
     const T* src = x_row + lo + offset;
@@ -133,14 +133,15 @@ inline void gather_row(const T* x_row, int64_t s, int64_t offset, int64_t lo, in
     const T* src = x_row + lo * s + offset;
     for (int64_t i = 0; i < hi - lo; ++i) mid[i] = src[i * s];
   }
-  std::fill(mid + (hi - lo), col + (ow1 - ow0), T(0));
+  std::fill(mid + (hi - lo), col + (ow1 - ow0), fill);
 }
 
 /// im2col of `channels` input planes for output positions [p0, p1): row r = (c, kd, kh, kw) of
 /// `col` (leading dimension p1 - p0) holds the tap r of every output position in the range.
 /// The range is walked in runs along the output's last axis, with no divisions per run.
+/// Taps in the padding read `fill`.
 template <class T>
-void im2col(const Window& w, const T* x, int64_t channels, int64_t p0, int64_t p1, T* col) {
+void im2col(const Window& w, const T* x, int64_t channels, int64_t p0, int64_t p1, T* col, T fill = T(0)) {
   const int64_t ld = p1 - p0, hw = w.in[1] * w.in[2];
   const int64_t od0 = p0 / (w.out[1] * w.out[2]), oh0 = (p0 / w.out[2]) % w.out[1], ow0 = p0 % w.out[2];
   for (int64_t c = 0; c < channels; ++c) {
@@ -157,9 +158,9 @@ void im2col(const Window& w, const T* x, int64_t channels, int64_t p0, int64_t p
             const int64_t id = od * w.stride[0] - w.pad[0] + kd * w.dil[0];
             const int64_t ih = oh * w.stride[1] - w.pad[1] + kh * w.dil[1];
             if (id < 0 || id >= w.in[0] || ih < 0 || ih >= w.in[1])
-              std::fill(dst, dst + n, T(0));
+              std::fill(dst, dst + n, fill);
             else
-              gather_row(xc + id * hw + ih * w.in[2], w.stride[2], off_w, lo, hi, ow, ow + n, dst);
+              gather_row(xc + id * hw + ih * w.in[2], w.stride[2], off_w, lo, hi, ow, ow + n, dst, fill);
             dst += n;
             ow = 0;
             if (++oh == w.out[1]) oh = 0, ++od;

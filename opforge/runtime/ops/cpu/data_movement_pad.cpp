@@ -226,3 +226,14 @@ OPFORGE_OP(Trilu)
     .attr("upper", int64_t(1))
     .infer(opforge::same_as_input0)
     .compute(trilu_compute);
+
+// onnxruntime's contrib Trilu, from before opset 14: the same op.
+OPFORGE_OP(Trilu)
+    .domain("com.microsoft")
+    .since(1)
+    .input("input", OPFORGE_ALL_DTYPES)
+    .optional_input("k", {opforge::i64})
+    .output("output")
+    .attr("upper", int64_t(1))
+    .infer(opforge::same_as_input0)
+    .compute(trilu_compute);

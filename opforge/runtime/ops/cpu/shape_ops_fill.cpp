@@ -47,11 +47,14 @@ template <> opforge::float16_t narrow(double v) { return opforge::from_float(flo
 template <> opforge::bfloat16_t narrow(float v) { return opforge::from_float(v, opforge::bfloat16_t{}); }
 template <> opforge::bfloat16_t narrow(double v) { return opforge::from_float(float(v), opforge::bfloat16_t{}); }
 
-/// Range's three scalars (of type T) as M; throws unless each holds exactly one value.
+/// Range's three scalars (of type T) as M; throws unless each holds exactly one value. An absent
+/// delta (com.microsoft's Range leaves it optional) is 1.
 template <class T, class M, class Ctx> void range_scalars(const Ctx& ctx, M& start, M& limit, M& delta) {
   const char* names[] = {"start", "limit", "delta"};
   M* dst[] = {&start, &limit, &delta};
+  delta = M(1);
   for (int i = 0; i < 3; ++i) {
+    if (i == 2 && !ctx.has_input(2)) break;
     const Tensor t = ctx.input(i);
     if (!t.has_data()) throw needs_value("Range", names[i]);
     OPFORGE_CHECK(t.numel() == 1, "input '", names[i], "' must be a scalar, got ", t.numel(), " elements");
@@ -162,6 +165,17 @@ OPFORGE_OP(Range)
     .input("delta", {opforge::f32, opforge::f64, opforge::i16, opforge::i32, opforge::i64, opforge::f16, opforge::bf16})
     .output("output")
     .attr("stash_type", int64_t(1))
+    .infer(range_infer)
+    .compute(range_compute);
+
+// onnxruntime's contrib Range, which exporters wrote before opset 11.
+OPFORGE_OP(Range)
+    .domain("com.microsoft")
+    .since(1)
+    .input("start", {opforge::f32, opforge::f64, opforge::i16, opforge::i32, opforge::i64})
+    .input("limit", {opforge::f32, opforge::f64, opforge::i16, opforge::i32, opforge::i64})
+    .optional_input("delta", {opforge::f32, opforge::f64, opforge::i16, opforge::i32, opforge::i64})
+    .output("output")
     .infer(range_infer)
     .compute(range_compute);
 

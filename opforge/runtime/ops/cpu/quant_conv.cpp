@@ -1,0 +1,169 @@
+// quant_conv.cpp: ConvInteger (int32 sums) and QLinearConv (requantized per output channel), as
+// im2col (padding reads x's zero point, so it adds nothing) times the weights on the int8 GEMM.
+#include "conv.h"
+#include "quant_gemm.h"
+
+namespace {
+
+using namespace opforge_quant;
+
+/// Where each operand sits among the op's inputs.
+struct ConvInputs {
+  int x, x_zp, w, w_zp, bias;
+};
+constexpr ConvInputs kConvInteger{0, 2, 1, 3, -1};
+constexpr ConvInputs kQLinearConv{0, 2, 3, 5, 8};
+
+struct QConvShape {
+  opforge_nn::Window w;
+  int64_t n, c, m, group, cg, mg;
+};
+
+template <class Ctx> QConvShape qconv_shape(const Ctx& ctx, ConvInputs in) {
+  const Tensor x = ctx.input(in.x), wt = ctx.input(in.w);
+  OPFORGE_CHECK(wt.ndim() == x.ndim(), "weight W has rank ", wt.ndim(), " but input x has rank ", x.ndim());
+  OPFORGE_CHECK(x.ndim() >= 3, "input x must have rank >= 3 (N, C, spatial...), got ", x.ndim());
+  std::vector<int64_t> kernel(wt.shape() + 2, wt.shape() + wt.ndim());
+  if (ctx.has_attr("kernel_shape")) {
+    const auto ks = ctx.template attr<std::vector<int64_t>>("kernel_shape");
+    OPFORGE_CHECK(ks.size() == kernel.size(), "attribute 'kernel_shape' has ", int64_t(ks.size()),
+                  " values; expected ", int64_t(kernel.size()));
+    for (size_t i = 0; i < ks.size(); ++i)
+      OPFORGE_CHECK(kernel[i] < 0 || ks[i] == kernel[i], "attribute 'kernel_shape' ", ks[i],
+                    " differs from W's spatial dim ", kernel[i]);
+  }
+  QConvShape s;
+  s.w = opforge_nn::forward_window(ctx, x, kernel);
+  s.n = x.size(0), s.c = x.size(1), s.m = wt.size(0);
+  s.group = ctx.template attr<int64_t>("group");
+  OPFORGE_CHECK(s.group > 0, "attribute 'group' must be positive, got ", s.group);
+  OPFORGE_CHECK(s.c < 0 || s.c % s.group == 0, "input channels ", s.c, " are not divisible by group ", s.group);
+  OPFORGE_CHECK(s.m < 0 || s.m % s.group == 0, "output channels ", s.m, " are not divisible by group ", s.group);
+  s.cg = s.c < 0 ? -1 : s.c / s.group;
+  s.mg = s.m < 0 ? -1 : s.m / s.group;
+  OPFORGE_CHECK(s.cg < 0 || wt.size(1) < 0 || wt.size(1) == s.cg, "weight W has ", wt.size(1),
+                " input channels per group; expected C / group = ", s.cg);
+  if (ctx.has_input(in.x_zp)) {
+    OPFORGE_CHECK(ctx.input(in.x_zp).dtype() == x.dtype(), "x_zero_point's dtype differs from x's");
+    expect_single(ctx, in.x_zp, "x_zero_point");
+  }
+  if (ctx.has_input(in.w_zp)) {
+    const Tensor z = ctx.input(in.w_zp);
+    OPFORGE_CHECK(z.dtype() == wt.dtype(), "w_zero_point's dtype differs from w's");
+    OPFORGE_CHECK(z.ndim() <= 1 && (z.numel() == 1 || z.numel() == s.m || s.m < 0), "w_zero_point must be a scalar "
+                  "or hold one value per output channel (", s.m, ")");
+  }
+  if (in.bias >= 0 && ctx.has_input(in.bias)) {
+    const Tensor b = ctx.input(in.bias);
+    OPFORGE_CHECK(b.ndim() == 1 && (b.size(0) == s.m || b.size(0) < 0 || s.m < 0), "bias B must have shape (", s.m,
+                  ")");
+  }
+  return s;
+}
+
+std::vector<int64_t> output_dims(const QConvShape& s) {
+  std::vector<int64_t> out{s.n, s.m};
+  for (int64_t d : s.w.out_dims()) out.push_back(d);
+  return out;
+}
+
+/// acc (N, M, out spatial) = sum over the window of (x - x_zp) * (w - w_zp), group by group.
+void qconv(const KernelContext& ctx, ConvInputs in, const QConvShape& s, int32_t* acc) {
+  const Tensor x = ctx.input(in.x), wt = ctx.input(in.w);
+  const int32_t x_zp = zero_points(ctx, in.x_zp, 1)[0];
+  const std::vector<int32_t> w_zp = zero_points(ctx, in.w_zp, ctx.has_input(in.w_zp) ? ctx.input(in.w_zp).numel() : 1);
+  const int64_t p = s.w.out_size(), kc = s.cg * s.w.k_size();
+  const bool x_signed = x.dtype() == OPF_INT8, w_signed = wt.dtype() == OPF_INT8;
+  const auto* xd = static_cast<const uint8_t*>(x.raw());
+  const auto* wd = static_cast<const uint8_t*>(wt.raw());
+  const bool direct = s.w.is_pointwise();
+  std::vector<uint8_t>& col = scratch<uint8_t, 0>(direct ? 0 : size_t(kc * p));
+  static thread_local PackedB pb;
+  for (int64_t b = 0; b < s.n; ++b)
+    for (int64_t g = 0; g < s.group; ++g) {
+      const uint8_t* xg = xd + (b * s.c + g * s.cg) * s.w.in_size();
+      if (!direct) opforge_nn::im2col(s.w, xg, s.cg, 0, p, col.data(), uint8_t(x_zp));
+      pack_b(ctx, Q8Matrix{direct ? xg : col.data(), p, x_signed}, kc, p, pb);
+      std::vector<int32_t> za(1, w_zp[0]);
+      if (w_zp.size() > 1) za.assign(w_zp.begin() + g * s.mg, w_zp.begin() + (g + 1) * s.mg);
+      qgemm(ctx, s.mg, Q8Matrix{wd + g * s.mg * kc, kc, w_signed}, za, pb, {x_zp}, acc + (b * s.m + g * s.mg) * p, p);
+    }
+}
+
+void conv_integer_infer(InferContext& ctx) {
+  ctx.set_output(0, OPF_INT32, output_dims(qconv_shape(ctx, kConvInteger)));
+}
+
+void conv_integer_compute(KernelContext& ctx) {
+  qconv(ctx, kConvInteger, qconv_shape(ctx, kConvInteger), ctx.output(0).data<int32_t>());
+}
+
+void qlinear_conv_infer(InferContext& ctx) {
+  const QConvShape s = qconv_shape(ctx, kQLinearConv);
+  expect_single(ctx, 1, "x_scale");
+  expect_single(ctx, 6, "y_scale");
+  expect_single(ctx, 7, "y_zero_point");
+  const Tensor ws = ctx.input(4);
+  OPFORGE_CHECK(ws.ndim() <= 1 && (ws.numel() == 1 || ws.numel() == s.m || s.m < 0), "w_scale must be a scalar "
+                "or hold one value per output channel (", s.m, ")");
+  ctx.set_output(0, ctx.input(7).dtype(), output_dims(s));
+}
+
+void qlinear_conv_compute(KernelContext& ctx) {
+  const QConvShape s = qconv_shape(ctx, kQLinearConv);
+  const Tensor y = ctx.output(0);
+  std::vector<int32_t>& acc = scratch<int32_t, 1>(size_t(y.numel()));
+  qconv(ctx, kQLinearConv, s, acc.data());
+  const float xs = scales(ctx.input(1))[0], ys = scales(ctx.input(6))[0];
+  const std::vector<float> ws = scales(ctx.input(4));
+  const int32_t zy = zero_points(ctx, 7, 1)[0];
+  const int32_t* bias = ctx.has_input(8) ? ctx.input(8).data<int32_t>() : nullptr;
+  const int64_t p = s.w.out_size();
+  const bool ok = opforge::dispatch<uint8_t, int8_t>(y.dtype(), [&](auto tag) {
+    using Q = typename decltype(tag)::type;
+    Q* out = y.data<Q>();
+    ctx.parallel_for(s.n * s.m, std::max<int64_t>(1, 16384 / std::max<int64_t>(p, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const int64_t ch = r % s.m;
+        const float scale = xs * ws[ws.size() == 1 ? 0 : size_t(ch)] / ys;  // onnxruntime's order
+        requantize_row(acc.data() + r * p, p, bias ? bias[ch] : 0, scale, zy, out + r * p);
+      }
+    });
+  });
+  OPFORGE_CHECK(ok, "unsupported output dtype ", opforge::dtype_name(y.dtype()));
+}
+
+}  // namespace
+
+#define QCONV_ATTRS(OP)                                        \
+  OP.attr("auto_pad", "NOTSET")                                \
+      .optional_attr("dilations", opforge::AttrType::Ints)     \
+      .attr("group", int64_t(1))                               \
+      .optional_attr("kernel_shape", opforge::AttrType::Ints)  \
+      .optional_attr("pads", opforge::AttrType::Ints)          \
+      .optional_attr("strides", opforge::AttrType::Ints)
+
+QCONV_ATTRS(OPFORGE_OP(ConvInteger)
+                .since(10)
+                .input("x", OPFORGE_Q8_DTYPES)
+                .input("w", OPFORGE_Q8_DTYPES)
+                .optional_input("x_zero_point", OPFORGE_Q8_DTYPES)
+                .optional_input("w_zero_point", OPFORGE_Q8_DTYPES)
+                .output("y", {opforge::i32}))
+    .infer(conv_integer_infer)
+    .compute(conv_integer_compute);
+
+QCONV_ATTRS(OPFORGE_OP(QLinearConv)
+                .since(10)
+                .input("x", OPFORGE_Q8_DTYPES)
+                .input("x_scale", {opforge::f32})
+                .input("x_zero_point", OPFORGE_Q8_DTYPES)
+                .input("w", OPFORGE_Q8_DTYPES)
+                .input("w_scale", {opforge::f32})
+                .input("w_zero_point", OPFORGE_Q8_DTYPES)
+                .input("y_scale", {opforge::f32})
+                .input("y_zero_point", OPFORGE_Q8_DTYPES)
+                .optional_input("B", {opforge::i32})
+                .output("y", OPFORGE_Q8_DTYPES))
+    .infer(qlinear_conv_infer)
+    .compute(qlinear_conv_compute);

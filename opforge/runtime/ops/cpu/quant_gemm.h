@@ -1,0 +1,52 @@
+// quant_gemm.h: the 8-bit integer GEMM under MatMulInteger, ConvInteger, QLinearMatMul,
+// QLinearConv and their com.microsoft kin: exact int32 sums of (a - za) * (b - zb).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "quant.h"
+
+namespace opforge_quant {
+
+/// A row-major 8-bit matrix: element (r, c) at data[r * ld + c].
+struct Q8Matrix {
+  const void* data;
+  int64_t ld;
+  bool is_signed;  ///< int8, else uint8
+};
+
+/// B (K x N) in the layout the kernel reads: panels of kPanel columns, each K/4 groups of
+/// kPanel x 4 bytes, stored as int8 (a uint8 B is shifted by -128), with its column sums.
+struct PackedB {
+  static constexpr int64_t kPanel = 32;
+  int64_t k = 0, n = 0, k4 = 0;
+  int32_t offset = 0;  ///< what the packed values lack: b = packed + ... (128 for uint8 B)
+  std::vector<int8_t> data;
+  std::vector<int32_t> col_sums;
+  int64_t panels() const { return (n + kPanel - 1) / kPanel; }
+  const int8_t* panel(int64_t p) const { return data.data() + p * k4 * kPanel * 4; }
+};
+
+/// Packs B (K x N) into `out` (its buffers are reused: a caller may keep one across calls), panels
+/// spread over the host's threads.
+void pack_b(const KernelContext& ctx, Q8Matrix b, int64_t k, int64_t n, PackedB& out);
+
+/// C (M x N, leading dimension ldc) = sum over k of (A[m][k] - za[m]) * (B[k][n] - zb[n]) in
+/// int32, wrapping as onnxruntime's sums do. za holds M values (one per row) or one, zb N values
+/// or one; `a` is M x K.
+void qgemm(const KernelContext& ctx, int64_t m, Q8Matrix a, const std::vector<int32_t>& za, const PackedB& b,
+           const std::vector<int32_t>& zb, int32_t* c, int64_t ldc);
+
+/// A std::vector of this thread's, kept between calls so that big scratch buffers are not mapped
+/// (and page-faulted) afresh for every node; `slot` tells a caller's buffers apart.
+template <class T, int slot> std::vector<T>& scratch(size_t size) {
+  static thread_local std::vector<T> buffer;
+  buffer.resize(size);
+  return buffer;
+}
+
+/// Whether this build multiplies with AVX-512 VNNI (else the portable loop).
+bool qgemm_uses_vnni();
+
+}  // namespace opforge_quant

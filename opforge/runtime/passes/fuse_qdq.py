@@ -1,0 +1,151 @@
+"""Operators in QDQ form (DequantizeLinear -> op -> QuantizeLinear, as quantize_static writes them by
+default) become quantized operators, as onnxruntime's QDQ transformer makes them: QLinearConv,
+QLinearMatMul and com.microsoft's QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QLinearSigmoid,
+QLinearSoftmax and QLinearConcat. The integers then are onnxruntime's, and products run on the
+int8 GEMM instead of dequantized floats."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from opforge.runtime.graph import Graph, Node
+from opforge.runtime.passes.rewrite import MICROSOFT, Uses, can_bind, constant, new_initializer, producer_map
+
+# op type -> (quantized op type, its domain)
+QLINEAR = {"Conv": ("QLinearConv", ""), "MatMul": ("QLinearMatMul", ""), "Add": ("QLinearAdd", MICROSOFT),
+           "Mul": ("QLinearMul", MICROSOFT), "GlobalAveragePool": ("QLinearGlobalAveragePool", MICROSOFT),
+           "Sigmoid": ("QLinearSigmoid", MICROSOFT), "Softmax": ("QLinearSoftmax", MICROSOFT),
+           "Concat": ("QLinearConcat", MICROSOFT)}
+EIGHT_BIT = (np.dtype(np.uint8), np.dtype(np.int8))
+
+
+@dataclass
+class QValue:
+    """A quantized value as a QLinear op takes it: data, scale and zero point names, the data's
+    dtype and the scale's values."""
+
+    data: str
+    scale: str
+    zero_point: str
+    dtype: np.dtype
+    scales: np.ndarray
+
+    @property
+    def names(self) -> list[str]:
+        return [self.data, self.scale, self.zero_point]
+
+
+def fuse_qdq(graph: Graph, context) -> int:
+    """Replaces each op of QLINEAR whose float inputs all come from DequantizeLinear and whose one
+    output goes only to a QuantizeLinear (8-bit, constant scales and zero points, per tensor but
+    for weights per output channel) by its quantized op; DequantizeLinear nodes left unread go.
+    Returns how many ops were fused."""
+    uses = Uses(graph)
+    producers = producer_map(graph)
+    fused_count = 0
+    for node in list(graph.nodes):
+        if node.domain != "" or node.op_type not in QLINEAR or len(node.outputs) != 1:
+            continue
+        q = uses.only_reader(node.outputs[0])
+        out = _quantized_output(graph, context, q)
+        dqs = [producers.get(name) for name in node.inputs]
+        fused = _fused(graph, context, node, dqs, out, q) if out is not None else None
+        if fused is None or not can_bind(context, fused):
+            continue
+        uses.replace([node, q], fused)
+        fused_count += 1
+        for dq in {id(d): d for d in dqs if d is not None}.values():
+            if uses.unread(dq.outputs[0]) and any(n is dq for n in graph.nodes):
+                uses.remove(dq)
+    return fused_count
+
+
+def _zero_point(graph: Graph, name: str, dtype: np.dtype, shape) -> tuple[str, np.ndarray] | None:
+    """The zero point's name and value; an absent one becomes a zero initializer."""
+    if not name:
+        value = np.zeros(shape, dtype)
+        return new_initializer(graph, "qdq_zero_point", value), value
+    value = constant(graph, name)
+    return (name, value) if value is not None and value.dtype == dtype else None
+
+
+def _quantized_output(graph: Graph, context, q: Node | None) -> QValue | None:
+    """The output of QuantizeLinear ``q`` when it is per tensor and 8-bit."""
+    if q is None or q.op_type != "QuantizeLinear" or q.domain != "" or q.attrs.get("block_size", 0):
+        return None
+    scale = constant(graph, q.inputs[1])
+    known = context.types.get(q.outputs[0])
+    if scale is None or scale.dtype != np.float32 or scale.size != 1 or known is None or known.dtype not in EIGHT_BIT:
+        return None
+    zero = _zero_point(graph, q.inputs[2] if len(q.inputs) > 2 else "", known.dtype, scale.shape)
+    return None if zero is None else QValue(q.outputs[0], q.inputs[1], zero[0], known.dtype, scale)
+
+
+def _dequantized(graph: Graph, context, dq: Node | None, per_channel_axis=None) -> QValue | None:
+    """The input of DequantizeLinear ``dq`` when it is 8-bit with a float32 scale, per tensor or
+    (for a constant weight) per index along ``per_channel_axis``."""
+    if dq is None or dq.op_type != "DequantizeLinear" or dq.domain != "" or dq.attrs.get("block_size", 0):
+        return None
+    scale = constant(graph, dq.inputs[1])
+    known = context.types.get(dq.inputs[0])
+    if scale is None or scale.dtype != np.float32 or known is None or known.dtype not in EIGHT_BIT:
+        return None
+    if scale.size != 1 and not _per_channel(constant(graph, dq.inputs[0]), scale, dq.attrs.get("axis", 1),
+                                            per_channel_axis or ()):
+        return None
+    zero = _zero_point(graph, dq.inputs[2] if len(dq.inputs) > 2 else "", known.dtype, scale.shape)
+    return None if zero is None else QValue(dq.inputs[0], dq.inputs[1], zero[0], known.dtype, scale)
+
+
+def _per_channel(data: np.ndarray | None, scale: np.ndarray, axis: int, axes) -> bool:
+    """Whether a constant weight's 1-D scale runs along one of ``axes`` (negative counts from the end)."""
+    if data is None or scale.ndim != 1 or not -data.ndim <= axis < data.ndim:
+        return False
+    axis %= data.ndim
+    return axis in [a % data.ndim for a in axes] and scale.size == data.shape[axis]
+
+
+def _bias(graph: Graph, dq: Node | None, x: QValue, w: QValue) -> str | None:
+    """Conv's bias as QLinearConv takes it: int32 from DequantizeLinear with zero point 0 and
+    scale x_scale * w_scale (what the quantizer writes)."""
+    if dq is None or dq.op_type != "DequantizeLinear" or dq.domain != "":
+        return None
+    data, scale = constant(graph, dq.inputs[0]), constant(graph, dq.inputs[1])
+    zero = constant(graph, dq.inputs[2]) if len(dq.inputs) > 2 and dq.inputs[2] else np.zeros(1, np.int32)
+    if data is None or data.dtype != np.int32 or scale is None or zero is None or np.any(zero != 0):
+        return None
+    expected = (x.scales.reshape(-1)[0] * w.scales.reshape(-1)).astype(np.float32)
+    ok = np.allclose(np.broadcast_to(scale.reshape(-1), expected.shape), expected, rtol=1e-6, atol=0)
+    return dq.inputs[0] if ok else None
+
+
+def _fused(graph: Graph, context, node: Node, dqs: list, out: QValue, q: Node) -> Node | None:
+    op_type, domain = QLINEAR[node.op_type]
+    output = [q.outputs[0]]
+    if node.op_type in ("Conv", "MatMul"):
+        x = _dequantized(graph, context, dqs[0])
+        w = _dequantized(graph, context, dqs[1], (0,) if node.op_type == "Conv" else (1, -1))
+        if x is None or w is None or len(node.inputs) > 3:
+            return None
+        inputs = x.names + w.names + [out.scale, out.zero_point]
+        if len(node.inputs) == 3 and node.inputs[2]:
+            bias = _bias(graph, dqs[2], x, w)
+            if bias is None:
+                return None
+            inputs.append(bias)
+        return Node(node.name, op_type, domain, inputs, output, dict(node.attrs) if node.op_type == "Conv" else {})
+    values = [_dequantized(graph, context, dq) for dq in dqs]
+    if not values or any(v is None or v.dtype != out.dtype for v in values):
+        return None
+    if node.op_type == "Concat":
+        inputs = [out.scale, out.zero_point] + [name for v in values for name in v.names]
+        return Node(node.name, op_type, domain, inputs, output, {"axis": node.attrs["axis"]})
+    if node.op_type in ("Add", "Mul"):
+        return Node(node.name, op_type, domain, values[0].names + values[1].names + [out.scale, out.zero_point],
+                    output)
+    attrs = {}
+    if node.op_type == "Softmax":
+        opset = getattr(context.bind(node), "opset", 13)
+        attrs = {"axis": node.attrs.get("axis", -1 if opset >= 13 else 1), "opset": opset}
+    return Node(node.name, op_type, domain, values[0].names + [out.scale, out.zero_point], output, attrs)

@@ -1,0 +1,201 @@
+"""Quantized models made by onnxruntime's quantizer, and models onnxruntime optimized and saved (so
+they hold com.microsoft fusions), against onnxruntime: every integer tensor of the model equal
+element for element, float outputs close, and no node on the reference fallback.
+
+The models are built here: squeezenet from the light zoo (seeded random weights, 64x64 input) and
+the transformer encoder layer of test_transformers, quantized by `quantize_dynamic` and
+`quantize_static` (a seeded calibration reader), or optimized by onnxruntime at the extended level
+and saved with `optimized_model_filepath`.
+"""
+from __future__ import annotations
+
+import copy
+import logging
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper, shape_inference, version_converter
+
+import onnxruntime as ort
+import opforge
+from numeric import assert_close, scaled_atol
+from test_transformers import encoder_layer
+from zoo import light_model
+
+quantization = pytest.importorskip("onnxruntime.quantization")
+INTEGER_TYPES = (onnx.TensorProto.UINT8, onnx.TensorProto.INT8, onnx.TensorProto.INT32)
+
+
+def squeezenet(size: int = 64) -> onnx.ModelProto:
+    """light_squeezenet with seeded weights, its bias inputs made initializers, at opset 13 (the
+    quantizer's minimum) and a size x size input."""
+    model = light_model("light_squeezenet")
+    rng = np.random.default_rng(1)
+    constants = {t.name for t in model.graph.initializer}
+    data = [i for i in model.graph.input if len(i.type.tensor_type.shape.dim) == 4 and i.name not in constants]
+    for value in model.graph.input:
+        if value not in data and value.name not in constants:
+            shape = [d.dim_value for d in value.type.tensor_type.shape.dim]
+            model.graph.initializer.append(numpy_helper.from_array(
+                (rng.standard_normal(shape) * 0.05).astype(np.float32), value.name))
+    del model.graph.input[:]
+    model.graph.input.extend(data)
+    for dim in model.graph.input[0].type.tensor_type.shape.dim[2:]:
+        dim.dim_value = size
+    del model.graph.value_info[:]
+    model.ir_version = 7  # the converter wants initializers that need not be graph inputs
+    return version_converter.convert_version(model, 13)
+
+
+class Calibration(quantization.CalibrationDataReader):
+    """A fixed list of feeds for quantize_static."""
+
+    def __init__(self, feeds):
+        self.feeds = iter(feeds)
+
+    def get_next(self):
+        return next(self.feeds, None)
+
+
+def cnn_feeds(seed):
+    return {"data_0": np.random.default_rng(seed).standard_normal((1, 3, 64, 64)).astype(np.float32)}
+
+
+def encoder_feeds(seed, masked=True):
+    rng = np.random.default_rng(seed)
+    mask = (rng.random((2, 7)) > 0.2) if masked else np.ones((2, 7))
+    return {"ids": rng.integers(0, 50, (2, 7)).astype(np.int64), "mask": mask.astype(np.int64)}
+
+
+def optimized_by_onnxruntime(path, folder) -> onnx.ModelProto:
+    """The model as onnxruntime's extended-level optimizer saves it."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(folder / f"optimized_{path.name}")
+    ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return onnx.load(options.optimized_model_filepath)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """name -> (model, feeds, op types it must contain), all built once."""
+    logging.getLogger().setLevel(logging.ERROR)  # the quantizer's advice on pre-processing
+    folder = tmp_path_factory.mktemp("quantized")
+    sources = {"cnn": (squeezenet(), cnn_feeds), "encoder": (encoder_layer(), encoder_feeds)}
+    paths, built = {}, {}
+    for name, (model, feeds) in sources.items():
+        paths[name] = folder / f"{name}.onnx"
+        onnx.save(model, paths[name])
+        paths[f"{name}_dynamic"] = folder / f"{name}_dynamic.onnx"
+        quantization.quantize_dynamic(paths[name], paths[f"{name}_dynamic"])
+        for fmt in ("QOperator", "QDQ"):
+            paths[f"{name}_static_{fmt}"] = folder / f"{name}_{fmt}.onnx"
+            reader = Calibration([feeds(100 + i) for i in range(2)])
+            # uint8 activations for the CNN: onnxruntime fuses its QDQ convolutions only then (with
+            # int8 ones it runs them in float, whose rounding no other summation order reproduces)
+            activations = quantization.QuantType.QUInt8 if name == "cnn" else quantization.QuantType.QInt8
+            quantization.quantize_static(paths[name], paths[f"{name}_static_{fmt}"], reader,
+                                         quant_format=getattr(quantization.QuantFormat, fmt),
+                                         activation_type=activations)
+    for name, must in MODELS.items():
+        source = name.removeprefix("optimized_")
+        feeds = cnn_feeds(0) if source.startswith("cnn") else encoder_feeds(0)
+        model = optimized_by_onnxruntime(paths[source], folder) if name != source else onnx.load(paths[source])
+        built[name] = (model, feeds, must)
+    return built
+
+
+# The models, with op types each must contain (so a quantizer or optimizer change that drops them
+# shows up here rather than passing quietly).
+MODELS = {
+    "cnn_dynamic": {"DynamicQuantizeLinear", "ConvInteger"},
+    "cnn_static_QOperator": {"QuantizeLinear", "QLinearConv", "QLinearConcat", "QLinearGlobalAveragePool",
+                             "QLinearSoftmax", "DequantizeLinear"},
+    "encoder_dynamic": {"DynamicQuantizeLinear", "MatMulInteger", "DequantizeLinear"},
+    "encoder_static_QOperator": {"QLinearMatMul", "QLinearAdd", "QLinearMul", "QLinearSoftmax"},
+    "cnn_static_QDQ": {"QuantizeLinear", "DequantizeLinear", "Conv", "Concat", "GlobalAveragePool"},
+    "encoder_static_QDQ": {"QuantizeLinear", "DequantizeLinear", "MatMul", "Add", "Softmax"},
+    "optimized_cnn": {"FusedConv"},
+    "optimized_encoder": {"FusedMatMul", "BiasGelu"},
+    "optimized_encoder_dynamic": {"MatMulIntegerToFloat", "DynamicQuantizeMatMul", "SkipLayerNormalization",
+                                  "Gelu", "FusedMatMul"},
+    "optimized_encoder_static_QDQ": {"QLinearMatMul", "QLinearSoftmax", "QuantizeLinear", "DequantizeLinear"},
+}
+
+
+def with_integer_probes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` that also outputs every int8, uint8 and int32 tensor its nodes make."""
+    probed = copy.deepcopy(model)
+    typed = shape_inference.infer_shapes(probed)
+    types = {v.name: v.type.tensor_type.elem_type for v in list(typed.graph.value_info) + list(typed.graph.output)}
+    listed = {o.name for o in probed.graph.output}
+    for node in probed.graph.node:
+        for name in node.output:
+            if name and name not in listed and types.get(name) in INTEGER_TYPES:
+                probed.graph.output.append(onnx.ValueInfoProto(name=name))
+                listed.add(name)
+    return probed
+
+
+def compare(model, feeds, tamper=None):
+    """opforge (first and planned run) against onnxruntime on ``model`` with integer probes: integer
+    tensors equal, floats within 1e-4. Returns (opforge session, number of integer tensors)."""
+    probed = with_integer_probes(model)
+    oracle = ort.InferenceSession(probed.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in oracle.get_outputs()]
+    want = oracle.run(None, feeds)
+    sess = opforge.InferenceSession((tamper or (lambda m: m))(probed).SerializeToString())
+    integer = [np.issubdtype(w.dtype, np.integer) for w in want]
+    for run in (sess.run(None, feeds), sess.run(None, feeds)):  # the first run, then the planned one
+        for name, got, expected in zip(names, run, want):
+            if np.issubdtype(expected.dtype, np.integer):
+                assert got.dtype == expected.dtype and got.shape == expected.shape, name
+                differ = int(np.count_nonzero(got != expected))
+                assert not differ, f"{name}: {differ} of {expected.size} integers differ"
+        for name, got, expected, is_int in zip(names, run, want, integer):
+            if not is_int:
+                assert_close(got, expected, 1e-4, scaled_atol(expected, 1e-5), name)
+    return sess, sum(integer)
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_quantized_and_optimized_models_match_onnxruntime(models, name):
+    model, feeds, must = models[name]
+    present = {n.op_type for n in model.graph.node}
+    assert must <= present, f"{name} lacks {sorted(must - present)}: the quantizer or optimizer changed"
+    sess, integers = compare(model, feeds)
+    fallback = [(n, op) for n, op, p in sess.node_providers() if p != "CPUExecutionProvider"]
+    assert not fallback, f"nodes on the reference fallback: {fallback}"
+    assert integers > 0 or name in ("optimized_cnn", "optimized_encoder"), "no integer tensor was compared"
+    if name in FUSED:  # as onnxruntime fuses them (passes/fuse_qdq.py, passes/fuse_dynamic_quant.py)
+        # on the model as written: a probe that lists an inner value as an output keeps it unfused
+        unprobed = opforge.InferenceSession(model.SerializeToString())
+        assert_close(unprobed.run(None, feeds)[0], sess.run(None, feeds)[0], 1e-4, 1e-5, f"{name} fused vs probed")
+        ran = {op for _, op, _ in unprobed.node_providers()}
+        fused, gone = FUSED[name]
+        assert fused <= ran and not gone & ran, f"{name} ran {sorted(ran)}"
+
+
+# model -> (ops opforge's session must run, ops it must have fused away)
+FUSED = {"cnn_static_QDQ": ({"QLinearConv", "QLinearConcat", "QLinearGlobalAveragePool", "QLinearSoftmax"},
+                            {"Conv", "Concat"}),
+         "optimized_encoder_static_QDQ": ({"QLinearMatMul", "QLinearSoftmax"}, {"MatMul", "Softmax"}),
+         "encoder_static_QDQ": ({"QLinearMatMul", "QLinearAdd", "QLinearMul", "QLinearSoftmax"}, {"MatMul"}),
+         "encoder_dynamic": ({"MatMulIntegerToFloat", "DynamicQuantizeMatMul"}, {"MatMulInteger"})}
+
+
+def test_an_integer_off_by_one_fails_the_comparison(models):
+    model, feeds, _ = models["cnn_static_QOperator"]
+    conv = next(n for n in model.graph.node if n.op_type == "QLinearConv")
+
+    def tamper(proto):
+        proto = copy.deepcopy(proto)
+        weight = next(t for t in proto.graph.initializer if t.name == conv.input[3])
+        values = numpy_helper.to_array(weight).copy()
+        values.reshape(-1)[0] += 1 if values.reshape(-1)[0] < 100 else -1
+        weight.CopyFrom(numpy_helper.from_array(values, weight.name))
+        return proto
+
+    with pytest.raises(AssertionError, match="integers differ"):
+        compare(model, feeds, tamper)
