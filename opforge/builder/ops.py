@@ -1,5 +1,8 @@
 """Python faces of built ops: a callable per op with its schema as help, and the library module."""
+import inspect
 import types
+
+from opforge import tables
 
 
 def _dtypes(param: dict) -> str:
@@ -47,6 +50,26 @@ def schema_doc(schema: dict) -> str:
     return "\n".join(lines)
 
 
+def op_signature(schema: dict) -> "inspect.Signature | None":
+    """The Python signature of an eager call (inputs positional, attributes by keyword), for
+    help() and a notebook's completion; None when the names are not Python identifiers."""
+    kind = inspect.Parameter
+    params = []
+    for p in schema["inputs"]:
+        if p["variadic"]:
+            params.append(kind(p["name"], kind.VAR_POSITIONAL))
+        else:
+            params.append(kind(p["name"], kind.POSITIONAL_ONLY,
+                               default=None if p["optional"] else kind.empty))
+    for a in schema["attributes"]:
+        default = a["default"] if a["has_default"] else kind.empty if a["required"] else None
+        params.append(kind(a["name"], kind.KEYWORD_ONLY, default=default))
+    try:
+        return inspect.Signature(params)
+    except ValueError:   # an identifier-less name, or a required input after an optional one
+        return None
+
+
 class Op:
     """An op of a built library, called eagerly on arrays: op(*inputs, **attributes).
 
@@ -54,36 +77,65 @@ class Op:
     when contiguous; outputs are new numpy arrays (a tuple when the op has several). A CUDA op
     takes GPU arrays (cupy, or anything with __cuda_array_interface__ or CUDA DLPack) on one
     GPU, gives cupy arrays on that GPU, and launches on cupy's current stream there.
+
+    help(op) shows the op's schema: it reads an op as a function (`__get__` makes pydoc treat
+    it as one) with its own name, signature and docstring, not as a class with methods.
     """
 
     def __init__(self, handle):
         self.handle = handle
         self.schema = handle.schema()
+        self.__name__ = self.__qualname__ = self.schema["name"]
+        self.__doc__ = schema_doc(self.schema)
+        self.__signature__ = op_signature(self.schema)
 
     def __call__(self, *inputs, **attributes):
         return self.handle(*inputs, **attributes)
+
+    def __get__(self, instance, owner=None):
+        return self
 
     def __repr__(self) -> str:
         return f"<opforge op {signature_text(self.schema)}>"
 
 
 def make_op(handle) -> Op:
-    """An Op whose class carries the schema as its docstring, so help(op) shows it."""
+    """The eager face of an op handle (help(op) shows its schema)."""
+    return Op(handle)
+
+
+def _table_row(handle) -> list:
     schema = handle.schema()
-    cls = type(schema["name"], (Op,), {"__doc__": schema_doc(schema), "__module__": "opforge.ops"})
-    return cls(handle)
+    attrs = [a["name"] + (f"={a['default']!r}" if a["has_default"] else "") for a in schema["attributes"]]
+    return [schema["name"], schema["domain"] or "ai.onnx", schema["since_version"], schema["backend"],
+            ", ".join(f"{p['name']}: {_dtypes(p)}" for p in schema["inputs"]),
+            ", ".join(p["name"] for p in schema["outputs"]), ", ".join(attrs)]
+
+
+TABLE_HEADERS = ["op", "domain", "since", "backend", "inputs", "outputs", "attributes"]
+
+
+class OpTable(list):
+    """A library's op handles (what the runtime registers), printed as a table."""
+
+    def __repr__(self) -> str:
+        return tables.text_table(TABLE_HEADERS, [_table_row(h) for h in self])
+
+    def _repr_html_(self) -> str:
+        return tables.html_table(TABLE_HEADERS, [_table_row(h) for h in self])
 
 
 class OpLibrary(types.ModuleType):
     """What CustomOpBuilder.load() returns: a module whose attributes are the library's ops.
 
-    `op_table` lists every op handle (all domains and versions) for the runtime to register.
+    `op_table` lists every op handle (all domains and versions) for the runtime to register;
+    the library prints as a table of them.
     """
 
     def __init__(self, name: str, path: str, handles: list):
         super().__init__(name, f"opforge op library '{name}' ({len(handles)} ops)")
         self.__file__ = path
-        self.op_table = list(handles)
+        self.op_table = OpTable(handles)
         newest = {}
         for h in handles:
             if h.name not in newest or h.since_version > newest[h.name].since_version:
@@ -105,5 +157,11 @@ class OpLibrary(types.ModuleType):
                                  + (f" for opset {version}" if version is not None else ""))
         return make_op(max(found, key=lambda h: h.since_version))
 
+    def _title(self) -> str:
+        return f"opforge library '{self.__name__}' ({len(self.op_table)} ops) from {self.__file__}"
+
     def __repr__(self) -> str:
-        return f"<opforge library '{self.__name__}' from {self.__file__}: {', '.join(self.op_names)}>"
+        return tables.text_table(TABLE_HEADERS, [_table_row(h) for h in self.op_table], self._title())
+
+    def _repr_html_(self) -> str:
+        return tables.html_table(TABLE_HEADERS, [_table_row(h) for h in self.op_table], self._title())

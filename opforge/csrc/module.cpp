@@ -41,6 +41,11 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("name", [](const OpHandle& h) { return h.def()->name; })
       .def_property_readonly("domain", [](const OpHandle& h) { return h.def()->domain; })
       .def_property_readonly("since_version", [](const OpHandle& h) { return h.def()->since_version; })
+      .def("__repr__", [](const OpHandle& h) {   // what a list of handles (op_table) shows
+        const opf_op_def* d = h.def();
+        return "<opforge op " + std::string(*d->domain ? d->domain : "ai.onnx") + "::" + d->name +
+               " since " + std::to_string(d->since_version) + ">";
+      })
       .def_property_readonly("library_path", &OpHandle::library_path)
       .def("schema", &OpHandle::schema)
       .def_property_readonly("is_cuda", &OpHandle::is_cuda)

@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from opforge.runtime.mapping import OpMapping
-from opforge.runtime.providers.native import (CODE_DTYPES, DTYPE_CODES, NativeFactory,
-                                              attribute_values, call_problem)
+from opforge.runtime.providers.native import CODE_DTYPES, DTYPE_CODES, NativeFactory, attribute_values
 from opforge.runtime.python_op import PythonOp, python_infer
 from opforge.runtime.registry import CPU, CUDA
 from opforge.runtime.types import TensorType
@@ -103,8 +102,6 @@ def make_custom_infer(registry, providers, opsets):
     def custom_infer(node, input_types):
         factory = registry.resolve(node.domain, node.op_type, opsets.get(node.domain, 1), providers)
         if isinstance(factory, NativeFactory):
-            if call_problem(factory.schema, node.inputs, len(node.outputs)):
-                return None   # binding the node refuses it, naming what is wrong
             return _native_infer(factory.handle, node, input_types)
         op = getattr(factory, "__self__", None)
         if isinstance(op, PythonOp) and op.infer is not None:
@@ -123,7 +120,9 @@ def _native_infer(handle, node, input_types):
     try:
         attrs = handle.attrs(attribute_values(node))
         out = handle.infer(metas, attrs, len(node.outputs))
-    except Exception:  # the op needs values or full shapes: types are found at run time
+    except Exception:
+        # The op needs values or full shapes (types are found at run time), or the node does
+        # not fit its schema (the core's call checks the counts; binding names the problem).
         return None
     return [None if o is None else TensorType(CODE_DTYPES[o[0]], tuple(d if d >= 0 else None for d in o[1]))
             for o in out]

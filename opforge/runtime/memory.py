@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from opforge import tables
+
 ALIGNMENT = 64
 
 
@@ -47,14 +49,29 @@ class MemoryPlan:
 
     def dump(self) -> str:
         """A readable table: each value's size, offset, lifetime and allocation kind."""
-        lines = [f"memory plan: arena {self.arena_bytes} bytes, liveness lower bound "
-                 f"{self.lower_bound} bytes (ratio {self.ratio:.3f})",
+        lines = [self.title(),
                  f"{'value':<32}{'bytes':>12}{'offset':>12}  {'steps':<11}kind"]
-        for b in sorted(self.blocks.values(), key=lambda b: (b.start, b.offset)):
+        for b in self._ordered():
             alias = f" of {b.alias_of}" if b.alias_of else ""
             lines.append(f"{b.name[:31]:<32}{b.size:>12}{b.offset:>12}  {f'{b.start}-{b.end}':<11}"
                          f"{b.kind}{alias}")
         return "\n".join(lines)
+
+    def title(self) -> str:
+        return (f"memory plan: arena {self.arena_bytes} bytes, liveness lower bound "
+                f"{self.lower_bound} bytes (ratio {self.ratio:.3f})")
+
+    def html(self) -> str:
+        """The dump's table as HTML, for a notebook."""
+        rows = [[b.name, b.size, b.offset, f"{b.start}-{b.end}",
+                 b.kind + (f" of {b.alias_of}" if b.alias_of else "")] for b in self._ordered()]
+        return tables.html_table(["value", "bytes", "offset", "steps", "kind"], rows, self.title())
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+    def _ordered(self) -> list:
+        return sorted(self.blocks.values(), key=lambda b: (b.start, b.offset))
 
     @property
     def ratio(self) -> float:

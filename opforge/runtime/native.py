@@ -82,11 +82,35 @@ def _prebuilt_is_current() -> bool:
 
     if not config.prebuilt_kernels() or not PREBUILT.is_file():
         return False
-    try:
-        stamp = json.loads(STAMP.read_text())
-    except (OSError, ValueError):
-        return False
+    stamp = _read_stamp()
     return stamp.get("inputs") == inputs_digest() and stamp.get("cpu") == cpu_identity()
+
+
+def _read_stamp() -> dict:
+    try:
+        return json.loads(STAMP.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def prebuilt_matches_sources() -> bool:
+    """Whether PREBUILT was compiled from these sources, for this CPU, by the compiler $CXX
+    names now: setup.py then keeps it instead of compiling every kernel again."""
+    from opforge.builder.toolchain import cpu_identity
+
+    stamp = _read_stamp()
+    return (PREBUILT.is_file() and stamp.get("inputs") == inputs_digest()
+            and stamp.get("cpu") == cpu_identity() and stamp.get("compiler") == _compiler_version())
+
+
+def _compiler_version() -> str:
+    import subprocess
+
+    argv = os.environ.get("CXX", "c++").split()
+    try:
+        return subprocess.run(argv + ["--version"], capture_output=True, text=True).stdout
+    except OSError:
+        return ""
 
 
 def _load_prebuilt():
@@ -134,5 +158,5 @@ def build_prebuilt(work: Path, verbose: bool = False) -> Path:
     tmp.write_bytes(output.read_bytes())
     os.replace(tmp, PREBUILT)
     STAMP.write_text(json.dumps({"inputs": inputs_digest(), "cpu": cpu_identity(),
-                                 "cflags": list(cflags)}, indent=1))
+                                 "compiler": _compiler_version(), "cflags": list(cflags)}, indent=1))
     return PREBUILT

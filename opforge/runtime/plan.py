@@ -59,6 +59,12 @@ class CompiledPlan:
         """The memory plan as a table, and the step count."""
         return f"{self.core.num_steps} steps\n{self.memory.dump()}"
 
+    def __repr__(self) -> str:
+        return self.dump()
+
+    def _repr_html_(self) -> str:
+        return f"<p>{self.core.num_steps} steps</p>{self.memory.html()}"
+
 
 def _native_steps(record: Recording) -> dict:
     """{step index: workspace bytes} of the steps whose recorded call ran a native kernel."""

@@ -1,4 +1,5 @@
-"""The rest of onnxruntime's session API: OrtValues, I/O binding, providers, profiling start.
+"""The rest of onnxruntime's session API (OrtValues, I/O binding, providers, profiling start)
+and a session's face in a notebook.
 
 A mixin of InferenceSession, kept apart so session.py stays the pipeline it describes.
 """
@@ -6,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from opforge import tables
 from opforge.runtime.feeds import as_output, on_device
 from opforge.runtime.ortvalue import IOBinding, OrtValue
 
@@ -40,3 +42,19 @@ class SessionExtras:
         """Rebuilds the session for ``providers`` (the model, options and custom ops kept)."""
         self.__init__(self._source, self._sess_options, providers, provider_options,
                       custom_ops=self._custom_ops_given, **self._kwargs)
+
+    def _summary(self) -> "tuple[list, list]":
+        """(headers, rows) of a session's inputs, outputs and providers, for its reprs."""
+        from collections import Counter
+
+        rows = [["input", a.name, a.type, a.shape] for a in self.get_inputs()]
+        rows += [["output", a.name, a.type, a.shape] for a in self.get_outputs()]
+        nodes = Counter(provider for _, _, provider in self.node_providers())
+        rows += [["provider", p, f"{nodes.get(p, 0)} nodes", ""] for p in self.get_providers()]
+        return ["", "name", "type", "shape"], rows
+
+    def __repr__(self) -> str:
+        return tables.text_table(*self._summary(), title="opforge InferenceSession")
+
+    def _repr_html_(self) -> str:
+        return tables.html_table(*self._summary(), title="opforge InferenceSession")

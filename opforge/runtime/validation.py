@@ -59,9 +59,10 @@ CHOICES = {
 
 # Int attributes (or every element of an ints attribute) that must be positive, or >= 0.
 POSITIVE = frozenset(("size", "blocksize", "group", "kernel_shape", "strides", "dilations",
-                      "num_outputs", "hidden_size"))
+                      "num_outputs", "hidden_size", "min_gram_length", "max_gram_length"))
 NON_NEGATIVE = {("Conv", "pads"), ("ConvTranspose", "pads"), ("MaxPool", "pads"),
-                ("AveragePool", "pads"), ("LpPool", "pads"), ("ConvTranspose", "output_padding")}
+                ("AveragePool", "pads"), ("LpPool", "pads"), ("ConvTranspose", "output_padding"),
+                ("TfIdfVectorizer", "max_skip_count")}
 
 # Int attributes that name an element type (TensorProto.DataType); those of the second set may
 # also be 0, "take it from an input".

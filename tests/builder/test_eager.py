@@ -76,7 +76,7 @@ def test_attribute_defaults_and_absent_optionals(lib):
 
 
 def test_help_shows_the_schema(lib):
-    doc = type(lib.softmax_rows).__doc__
+    doc = lib.softmax_rows.__doc__
     assert doc.startswith("softmax_rows(X, *, temperature=1.0) -> Y")
     assert "X: float32" in doc and "temperature: float = 1.0" in doc and "com.example" in doc
     schema = lib.leaky_relu.schema

@@ -109,7 +109,8 @@ class NativeKernel:
         return self._reference
 
     def unsupported(self, dtypes: list) -> "str | None":
-        """Why the op cannot take these input dtypes (None when it can)."""
+        """Why the op cannot take these input dtypes (None when it can); their count was
+        checked when the node was bound (`call_problem`)."""
         params = self.schema["inputs"]
         for i, dtype in enumerate(dtypes):
             if dtype is None or not params:
@@ -118,8 +119,6 @@ class NativeKernel:
             if np.dtype(dtype) not in DTYPE_CODES or not dtype_allowed(param, dtype):
                 return (f"{self.provider} kernel {self.handle.name} does not take "
                         f"{np.dtype(dtype).name} for input '{param['name']}'")
-        if len(dtypes) > len(params) and not (params and params[-1]["variadic"]):
-            return f"{self.provider} kernel {self.handle.name} takes at most {len(params)} inputs"
         return None
 
     def output_types(self, inputs: list, metas: "list | None" = None) -> list:

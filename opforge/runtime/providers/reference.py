@@ -118,10 +118,44 @@ class FlatteningKernel:
         return [result.reshape(x.shape)]
 
 
+class TfIdfKernel:
+    """TfIdfVectorizer with max_skip_count cut to the length of the input's rows.
+
+    onnx.reference tries every skip distance up to max_skip_count + 1, so a model saying 2**62
+    never finishes. A distance as long as a row gathers no n-gram of two or more items, and
+    unigrams are counted at distance 1 only, so the cut leaves every count as it was.
+    """
+
+    provider = REFERENCE
+
+    def __init__(self, node: Node, opset: int):
+        self.node, self.opset = node, opset
+        self.max_skip = int(node.attrs.get("max_skip_count", 0))
+        self._inner = ReferenceKernel(node, opset)
+        self._cut: dict[int, ReferenceKernel] = {}   # by the cut value: one per row length seen
+
+    def run(self, inputs: list) -> list:
+        """Evaluate with max_skip_count at most the row length (the input's last dimension)."""
+        x = inputs[0]
+        row = int(x.shape[-1]) if isinstance(x, np.ndarray) and x.ndim else 0
+        if self.max_skip <= row:
+            return self._inner.run(inputs)
+        kernel = self._cut.get(row)
+        if kernel is None:
+            attrs = {**self.node.attrs, "max_skip_count": row}
+            attr_types = {**self.node.attr_types, "max_skip_count": onnx.AttributeProto.INT}
+            kernel = ReferenceKernel(dataclasses.replace(self.node, attrs=attrs, attr_types=attr_types),
+                                     self.opset)
+            self._cut.setdefault(row, kernel)
+        return kernel.run(inputs)
+
+
 def reference_kernel(node: Node, opset: int):
     """The reference provider's factory: a ReferenceKernel, adapted where onnx.reference errs."""
     if node.domain == "" and node.op_type in _FLATTENING_OPS and opset < 13:
         return FlatteningKernel(node, opset)
+    if node.domain == "" and node.op_type == "TfIdfVectorizer":
+        return TfIdfKernel(node, opset)
     return ReferenceKernel(node, opset)
 
 

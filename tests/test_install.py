@@ -1,0 +1,25 @@
+"""A second `pip install` keeps the compiled kernels only when they were built from the same inputs."""
+import json
+
+from opforge.builder.toolchain import cpu_identity
+from opforge.runtime import native
+
+
+def test_prebuilt_kernels_are_kept_only_for_the_same_sources_cpu_and_compiler(tmp_path, monkeypatch):
+    library, stamp = tmp_path / "libopforge_cpu_kernels.so", tmp_path / "libopforge_cpu_kernels.json"
+    monkeypatch.setattr(native, "PREBUILT", library)
+    monkeypatch.setattr(native, "STAMP", stamp)
+    current = {"inputs": native.inputs_digest(), "cpu": cpu_identity(), "compiler": native._compiler_version()}
+    assert current["compiler"], "the compiler's --version banner could not be read"
+    stamp.write_text(json.dumps(current))
+    assert not native.prebuilt_matches_sources()          # no library yet
+    library.write_bytes(b"\x7fELF")
+    assert native.prebuilt_matches_sources()
+    for key, other in [("inputs", "0" * 64), ("cpu", "another cpu"), ("compiler", "g++ (GCC) 1.0")]:
+        stamp.write_text(json.dumps({**current, key: other}))
+        assert not native.prebuilt_matches_sources(), key
+    stamp.write_text("{not json")
+    assert not native.prebuilt_matches_sources()
+    monkeypatch.setenv("CXX", "clang++-none-such")
+    stamp.write_text(json.dumps(current))
+    assert not native.prebuilt_matches_sources()          # $CXX now names another compiler
