@@ -243,12 +243,16 @@ class InferenceSession(SessionExtras):
         return self._runner.plan_for(check_feeds(input_feed, self._required, self._overridable))
 
     def end_profiling(self) -> str:
-        """Writes the profile of the runs so far as chrome-trace JSON; returns the file name."""
+        """Writes the profile of the runs so far as chrome-trace JSON; returns the file name.
+
+        Node events are laid out as onnxruntime's ('<node>_kernel_time', args op_name and provider),
+        so tools that read its profiles read these; args.op_type repeats op_name."""
         if self._executor.profile is None:
             return ""
-        events = [{"name": step.node.name or step.node.outputs[0], "cat": "Node", "ph": "X",
+        events = [{"name": f"{step.node.name or step.node.outputs[0]}_kernel_time", "cat": "Node", "ph": "X",
                    "ts": (start - self._profile_start) * 1e6, "dur": seconds * 1e6, "pid": os.getpid(),
-                   "tid": 0, "args": {"op_type": step.node.op_type, "provider": step.kernel.provider}}
+                   "tid": 0, "args": {"op_name": step.node.op_type, "op_type": step.node.op_type,
+                                      "provider": step.kernel.provider}}
                   for step, start, seconds in sorted(self._executor.profile + self._runner.take_profile(),
                                                      key=lambda event: event[1])]
         path = f"{self._sess_options.profile_file_prefix}_{time.strftime('%Y-%m-%d_%H-%M-%S')}.json"
