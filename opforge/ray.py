@@ -193,12 +193,28 @@ def predict(dataset, model, *, custom_ops: Sequence[Any] = (), input_columns=Non
         providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
     model_bytes = _model_bytes(model)
     ops = _prepare_ops(custom_ops)
+    dataset = _spread(dataset, concurrency)
     return dataset.map_batches(
         Predictor, batch_size=batch_size, batch_format="numpy", concurrency=concurrency,
         fn_constructor_args=(ray.put(model_bytes), ray.put(ops)),
         fn_constructor_kwargs=dict(input_columns=input_columns, output_columns=output_columns,
                                    providers=providers, session_options=session_options),
         **map_batches_args)
+
+
+def _spread(dataset, concurrency):
+    """``dataset`` in enough blocks for every worker to get batches. Ray Data hands a worker whole
+    blocks, and ``from_numpy(array)`` or a small ``from_items`` is a single block, which would keep
+    every other worker idle. A materialized dataset with fewer than two blocks per worker is split
+    (in order, without a shuffle); a lazy one is left as its reads will block it."""
+    from ray.data.dataset import MaterializedDataset
+
+    workers = max(concurrency) if isinstance(concurrency, tuple) else concurrency
+    if not isinstance(dataset, MaterializedDataset) or not isinstance(workers, int) or workers < 2:
+        return dataset
+    if dataset.num_blocks() >= 2 * workers:
+        return dataset
+    return dataset.repartition(2 * workers, shuffle=False)
 
 
 def _declared_dtype(type_string: str) -> "np.dtype | None":
