@@ -112,7 +112,7 @@ def _rebuild(shipped: ShippedLibrary, why: str):
 
 def _prepare_ops(custom_ops: Sequence[Any]) -> list:
     """Libraries and paths become ShippedLibrary; Python ops and mappings travel as they are."""
-    from opforge.runtime.custom import collect
+    from opforge.runtime.providers.custom import collect
 
     found = collect(custom_ops)
     return [ship(lib) for lib in found.libraries] + list(found.python_ops) + list(found.mappings)
@@ -221,7 +221,7 @@ def _declared_dtype(type_string: str) -> "np.dtype | None":
     """The numpy dtype of a 'tensor(float)'-style type string; None for other kinds."""
     import onnx
 
-    from opforge.runtime.types import elem_dtype
+    from opforge.runtime.graph.types import elem_dtype
 
     if not type_string.startswith("tensor("):
         return None

@@ -2,7 +2,7 @@
 import json
 
 from opforge.builder.toolchain import cpu_identity
-from opforge.runtime import native
+from opforge.runtime.providers.cpu import library as native
 
 
 def test_prebuilt_kernels_are_kept_only_for_the_same_sources_cpu_and_compiler(tmp_path, monkeypatch):

@@ -13,26 +13,27 @@ from typing import Any, Mapping, Sequence
 import onnx
 
 from opforge import _core
-from opforge.runtime import custom, native
-from opforge.runtime import ops as _ops  # noqa: F401  (registers the built-in Python kernels)
 from opforge.runtime import providers as _providers  # noqa: F401  (registers the reference kernels)
-from opforge.runtime.control_flow import RUN_OPTIONS, hoist_outer_constants
 from opforge.runtime.errors import FeedError
-from opforge.runtime.executor import Dispatcher, Executor
-from opforge.runtime.feeds import as_output, check_feeds, on_device, to_host
-from opforge.runtime.functions import inline_local_functions
-from opforge.runtime.graph import Graph, ValueInfo, build_graph, sort_graph, topological_order
-from opforge.runtime.mapping import apply_mappings
-from opforge.runtime.model import ModelSource, load_model
+from opforge.runtime.execute.control_flow import RUN_OPTIONS, hoist_outer_constants
+from opforge.runtime.execute.executor import Dispatcher, Executor
+from opforge.runtime.execute.feeds import as_output, check_feeds, on_device, to_host
+from opforge.runtime.graph.graph import Graph, ValueInfo, build_graph, sort_graph, topological_order
+from opforge.runtime.graph.shapes import InferredTypes, infer_types
+from opforge.runtime.graph.validation import check_graph
+from opforge.runtime.load.functions import inline_local_functions
+from opforge.runtime.load.mapping import apply_mappings
+from opforge.runtime.load.model import ModelSource, load_model
 from opforge.runtime.options import RunOptions, SessionOptions
-from opforge.runtime.partition import KEEP_ON_DEVICE, partition, read_on_host
 from opforge.runtime.passes import PassContext, run_passes
-from opforge.runtime.plan import PlannedExecutor
+from opforge.runtime.plan.compiled import PlannedExecutor
+from opforge.runtime.plan.partition import KEEP_ON_DEVICE, partition, read_on_host
+from opforge.runtime.providers import custom
+from opforge.runtime.providers.cpu import library as native
+from opforge.runtime.providers.cpu import optional as _ops  # noqa: F401  (registers the built-in Python kernels)
 from opforge.runtime.providers.native import register_library
+from opforge.runtime.providers.registry import CPU, CUDA, PROVIDERS, REFERENCE, KernelRegistry, default_registry
 from opforge.runtime.session_extras import SessionExtras
-from opforge.runtime.registry import CPU, CUDA, PROVIDERS, REFERENCE, KernelRegistry, default_registry
-from opforge.runtime.shapes import InferredTypes, infer_types
-from opforge.runtime.validation import check_graph
 
 logger = logging.getLogger("opforge.runtime")
 

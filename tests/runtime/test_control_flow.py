@@ -170,7 +170,7 @@ def weighted_if_model():
 
 
 def test_branches_run_as_compiled_plans_with_the_outer_weights_as_their_constants():
-    from opforge.runtime.plan import PlannedExecutor
+    from opforge.runtime.plan.compiled import PlannedExecutor
 
     proto = weighted_if_model()
     sess = InferenceSession(proto)

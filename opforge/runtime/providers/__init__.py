@@ -1,6 +1,6 @@
 """Execution providers; importing this package registers their kernels."""
 from opforge.runtime.providers import reference  # noqa: F401
-from opforge.runtime.registry import CPU, CUDA, REFERENCE
+from opforge.runtime.providers.registry import CPU, CUDA, REFERENCE
 
 
 def get_available_providers() -> list:

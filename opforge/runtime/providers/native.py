@@ -9,7 +9,7 @@ import numpy as np
 from opforge import _core
 from opforge.errors import OpError, OpMemoryError
 from opforge.runtime.errors import KernelNotFoundError
-from opforge.runtime.model import is_standard_domain
+from opforge.runtime.load.model import is_standard_domain
 
 logger = logging.getLogger("opforge.runtime")
 

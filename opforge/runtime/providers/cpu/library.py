@@ -1,4 +1,4 @@
-"""opforge's built-in CPU kernels: the C++ sources in ops/cpu, on the same op contract as user ops.
+"""opforge's built-in CPU kernels: the C++ sources in this folder, on the same op contract as user ops.
 
 They link OpenBLAS from the scipy-openblas32 wheel for Gemm, MatMul and Conv. `pip install`
 compiles them once, for the installing machine (`build_prebuilt`, called by setup.py), into a
@@ -15,7 +15,7 @@ import json
 import os
 from pathlib import Path
 
-KERNEL_DIR = Path(__file__).resolve().parent / "ops" / "cpu"
+KERNEL_DIR = Path(__file__).resolve().parent
 TEMPLATES = KERNEL_DIR.parents[2] / "templates"
 LIBRARY_NAME = "opforge_cpu_kernels"
 PREBUILT = KERNEL_DIR / f"lib{LIBRARY_NAME}.so"
@@ -38,7 +38,7 @@ def blas_flags(rpath: bool = True) -> "tuple[list, list]":
 
 
 def kernel_sources(files=None) -> list:
-    """The kernel sources: every .cpp in ops/cpu, or just the named ones."""
+    """The kernel sources: every .cpp in this folder, or just the named ones."""
     if files:
         return [KERNEL_DIR / f for f in files]
     return sorted(KERNEL_DIR.glob("*.cpp"))

@@ -7,8 +7,8 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from opforge.runtime.errors import KernelError, RunCancelledError
-from opforge.runtime.graph import Graph, Node
-from opforge.runtime.registry import CPU
+from opforge.runtime.graph.graph import Graph, Node
+from opforge.runtime.providers.registry import CPU
 
 
 class SubgraphRunner(Protocol):
