@@ -21,6 +21,7 @@ from opforge.runtime.errors import FeedError
 from opforge.runtime.executor import Dispatcher, Executor
 from opforge.runtime.feeds import as_output, check_feeds, on_device, to_host
 from opforge.runtime.functions import inline_local_functions
+from opforge.runtime.graph_attribute_ops import expand_graph_attribute_ops
 from opforge.runtime.graph import Graph, ValueInfo, build_graph, sort_graph, topological_order
 from opforge.runtime.mapping import apply_mappings
 from opforge.runtime.model import ModelSource, load_model
@@ -143,9 +144,10 @@ class InferenceSession(SessionExtras):
         return self.device.active() if self.device is not None else contextlib.nullcontext()
 
     def _load(self, source: ModelSource, base_dir) -> Graph:
-        """Load, expand local functions, apply op mappings, build the graph in topological order."""
+        """Load, expand local functions (and ops whose graph attributes no kernel takes), apply op
+        mappings, build the graph in topological order."""
         loaded = load_model(source, base_dir)
-        self._model = inline_local_functions(loaded.proto)
+        self._model = expand_graph_attribute_ops(inline_local_functions(loaded.proto))
         self._opsets = loaded.opsets
         self.mapped_nodes = apply_mappings(self._model, self._custom.mappings, self._opsets)
         graph = build_graph(self._model.graph)

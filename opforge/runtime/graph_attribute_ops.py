@@ -1,0 +1,108 @@
+"""Expanding nodes whose graph attributes a kernel cannot take into onnx's function body for them.
+
+The op ABI carries no graphs, so FlexAttention with a ``score_mod`` or ``prob_mod`` graph has no
+native kernel. onnx defines the op as a function of its node and input types, with those graphs
+inlined into the body; expanding such a node at load lets every step of it (the modifiers
+included) run on the native kernels of standard ops. FlexAttention without graphs keeps its own
+kernel.
+"""
+from __future__ import annotations
+
+import onnx
+
+from opforge.runtime.errors import ModelLoadError, node_label
+from opforge.runtime.functions import _Inliner, _merge_opsets, _names_in_graph, _subgraphs
+
+# (domain, op type) -> the graph attributes that make a node of it expand.
+EXPANDED = {("ai.onnx.preview", "FlexAttention"): ("score_mod", "prob_mod")}
+
+
+def expand_graph_attribute_ops(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Return ``model`` with every node in EXPANDED that carries one of its graph attributes
+    replaced by onnx's function body for it (built for the node's input types), in subgraphs
+    too. Raises ModelLoadError when an input's element type cannot be inferred."""
+    if not any(_expands(node) for node in _all_nodes(model.graph)):
+        return model
+    inferred = onnx.shape_inference.infer_shapes(model)
+    types = _value_types(inferred.graph)
+    result = onnx.ModelProto()
+    result.CopyFrom(model)
+    opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
+    expander = _Expander(_Inliner({}, _names_in_graph(result.graph)), types, opsets)
+    expander.expand_graph(result.graph)
+    _merge_opsets(result, expander.bodies)
+    return result
+
+
+class _Expander:
+    """Replaces the nodes to expand, graph by graph, with their instantiated function bodies."""
+
+    def __init__(self, inliner: _Inliner, types: dict, opsets: dict):
+        self.inliner, self.types, self.opsets = inliner, types, opsets
+        self.bodies: list[onnx.FunctionProto] = []
+
+    def expand_graph(self, graph: onnx.GraphProto) -> None:
+        nodes = []
+        for node in graph.node:
+            for attr in node.attribute:
+                for sub in _subgraphs(attr):
+                    if not _is_modifier(node, attr):
+                        self.expand_graph(sub)
+            if _expands(node):
+                body = self.function_for(node)
+                self.bodies.append(body)
+                nodes.extend(self.inliner.instantiate(body, node, 1))
+            else:
+                nodes.append(node)
+        del graph.node[:]
+        graph.node.extend(nodes)
+
+    def function_for(self, node: onnx.NodeProto) -> onnx.FunctionProto:
+        """onnx's function body for ``node``, its graph attributes inlined."""
+        label = node_label(node.name, node.op_type, node.domain, node.output)
+        missing = [name for name in node.input if name and name not in self.types]
+        if missing:
+            raise ModelLoadError(f"{label}: cannot expand its graph attributes into standard ops without the "
+                                 f"element type of input {missing[0]!r}, which shape inference did not find")
+        version = self.opsets.get(node.domain, 1)
+        schema = onnx.defs.get_schema(node.op_type, version, node.domain)
+        chosen = max((v for v in schema.context_dependent_function_opset_versions if v <= version), default=None)
+        if chosen is None:
+            raise ModelLoadError(f"{label}: onnx defines no function body for it at opset {version}")
+        body = onnx.FunctionProto()
+        body.ParseFromString(schema.get_context_dependent_function_with_opset_version(
+            chosen, node.SerializeToString(), [self.types[name].SerializeToString() for name in node.input if name]))
+        return body
+
+
+def _expands(node: onnx.NodeProto) -> bool:
+    graphs = EXPANDED.get((node.domain, node.op_type), ())
+    return any(attr.name in graphs for attr in node.attribute)
+
+
+def _is_modifier(node: onnx.NodeProto, attr: onnx.AttributeProto) -> bool:
+    """A graph attribute that expansion inlines into the body (not a subgraph to walk)."""
+    return attr.name in EXPANDED.get((node.domain, node.op_type), ())
+
+
+def _all_nodes(graph: onnx.GraphProto):
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            for sub in _subgraphs(attr):
+                yield from _all_nodes(sub)
+
+
+def _value_types(graph: onnx.GraphProto) -> dict[str, onnx.TypeProto]:
+    """Every typed value of ``graph`` and its subgraphs: inputs, outputs, value_info, initializers."""
+    types = {}
+    for info in [*graph.input, *graph.value_info, *graph.output]:
+        if info.type.HasField("tensor_type") and info.type.tensor_type.elem_type:
+            types[info.name] = info.type
+    for tensor in graph.initializer:
+        types.setdefault(tensor.name, onnx.helper.make_tensor_type_proto(tensor.data_type, list(tensor.dims)))
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in _subgraphs(attr):
+                types.update(_value_types(sub))
+    return types
