@@ -8,10 +8,14 @@ kernel.
 """
 from __future__ import annotations
 
+import logging
+
 import onnx
 
-from opforge.runtime.errors import ModelLoadError, node_label
+from opforge.runtime.errors import node_label
 from opforge.runtime.functions import _Inliner, _merge_opsets, _names_in_graph, _subgraphs
+
+logger = logging.getLogger("opforge.runtime")
 
 # (domain, op type) -> the graph attributes that make a node of it expand.
 EXPANDED = {("ai.onnx.preview", "FlexAttention"): ("score_mod", "prob_mod")}
@@ -20,7 +24,8 @@ EXPANDED = {("ai.onnx.preview", "FlexAttention"): ("score_mod", "prob_mod")}
 def expand_graph_attribute_ops(model: onnx.ModelProto) -> onnx.ModelProto:
     """Return ``model`` with every node in EXPANDED that carries one of its graph attributes
     replaced by onnx's function body for it (built for the node's input types), in subgraphs
-    too. Raises ModelLoadError when an input's element type cannot be inferred."""
+    too. A node whose input types shape inference cannot tell stays as it is (the reference
+    provider can still run it)."""
     if not any(_expands(node) for node in _all_nodes(model.graph)):
         return model
     inferred = onnx.shape_inference.infer_shapes(model)
@@ -48,27 +53,27 @@ class _Expander:
                 for sub in _subgraphs(attr):
                     if not _is_modifier(node, attr):
                         self.expand_graph(sub)
-            if _expands(node):
-                body = self.function_for(node)
+            body = self.function_for(node) if _expands(node) else None
+            if body is None:
+                nodes.append(node)
+            else:
                 self.bodies.append(body)
                 nodes.extend(self.inliner.instantiate(body, node, 1))
-            else:
-                nodes.append(node)
         del graph.node[:]
         graph.node.extend(nodes)
 
-    def function_for(self, node: onnx.NodeProto) -> onnx.FunctionProto:
-        """onnx's function body for ``node``, its graph attributes inlined."""
+    def function_for(self, node: onnx.NodeProto) -> onnx.FunctionProto | None:
+        """onnx's function body for ``node``, its graph attributes inlined; None when an input's
+        type is unknown or onnx defines no body at the model's opset."""
         label = node_label(node.name, node.op_type, node.domain, node.output)
         missing = [name for name in node.input if name and name not in self.types]
-        if missing:
-            raise ModelLoadError(f"{label}: cannot expand its graph attributes into standard ops without the "
-                                 f"element type of input {missing[0]!r}, which shape inference did not find")
         version = self.opsets.get(node.domain, 1)
         schema = onnx.defs.get_schema(node.op_type, version, node.domain)
         chosen = max((v for v in schema.context_dependent_function_opset_versions if v <= version), default=None)
-        if chosen is None:
-            raise ModelLoadError(f"{label}: onnx defines no function body for it at opset {version}")
+        if missing or chosen is None:
+            why = f"input {missing[0]!r} has no inferred type" if missing else f"no body at opset {version}"
+            logger.info("%s keeps its graph attributes (%s); only the reference provider runs it", label, why)
+            return None
         body = onnx.FunctionProto()
         body.ParseFromString(schema.get_context_dependent_function_with_opset_version(
             chosen, node.SerializeToString(), [self.types[name].SerializeToString() for name in node.input if name]))

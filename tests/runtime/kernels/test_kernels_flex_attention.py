@@ -55,6 +55,15 @@ def test_flex_attention_other_dtypes_match_reference(kernels, dtype, proto, rtol
     assert_close(got, want, rtol, rtol, f"FlexAttention {dtype.__name__}")
 
 
+def test_flex_attention_long_sequence_matches_reference(kernels):
+    """More queries than one 64-row block of the kernel, with grouped heads."""
+    q, k, v = qkv(b=1, hq=4, hkv=2, lq=150, lk=140, e=32, ev=24)
+    want = reference(flex_model([q.shape, k.shape, v.shape]), q, k, v)
+    got = flex(kernels, q, k, v)
+    assert_close(got, want, 1e-5, 1e-6, "FlexAttention long")
+    assert_would_catch(got, want, 1e-5, 1e-6, "FlexAttention long")
+
+
 def test_flex_attention_comparison_sees_a_small_error(kernels):
     q, k, v = qkv()
     want = reference(flex_model([q.shape, k.shape, v.shape]), q, k, v)
@@ -92,6 +101,17 @@ def test_graph_attributes_expand_into_standard_ops():
     expanded = expand_graph_attribute_ops(model)
     ops = {node.op_type for node in expanded.graph.node}
     assert "FlexAttention" not in ops and {"Tanh", "Softmax", "MatMul"} <= ops
+
+
+def test_a_node_of_unknown_input_types_is_left_for_the_reference_provider():
+    """Q made by an op shape inference does not know: the node keeps its graph."""
+    q, k, v = qkv()
+    model = flex_model([q.shape, k.shape, v.shape], score_mod=soft_cap_graph())
+    model.graph.node.insert(0, helper.make_node("Unknown", ["Q"], ["Q2"], domain="com.example"))
+    model.graph.node[1].input[0] = "Q2"
+    model.opset_import.append(helper.make_opsetid("com.example", 1))
+    expanded = expand_graph_attribute_ops(model)
+    assert [node.op_type for node in expanded.graph.node] == ["Unknown", "FlexAttention"]
 
 
 @pytest.mark.parametrize("mods", [{"score_mod": soft_cap_graph()}, {"prob_mod": dropout_like_graph()},

@@ -15,6 +15,9 @@ namespace {
 
 using namespace opforge_cpu;
 
+/// Queries per task: bounds the score scratch (kQueryBlock x keys) and balances threads.
+constexpr int64_t kQueryBlock = 64;
+
 bool differ(int64_t a, int64_t b) { return a >= 0 && b >= 0 && a != b; }
 
 /// Sizes shared by infer and compute.
@@ -89,19 +92,21 @@ template <class S> void run(KernelContext& ctx, const Geometry& g) {
   const C* v = floats_of<C>(ctx.input(2), keep_v, "V");
   Tensor y = ctx.output(0);
   std::vector<C> out(static_cast<size_t>(y.numel()));
-  const int64_t group = g.q_heads / g.kv_heads;
+  const int64_t group = g.q_heads / g.kv_heads, blocks = (g.queries + kQueryBlock - 1) / kQueryBlock;
   opforge_nn::blas_threads(1);
-  const int64_t work = g.queries * g.keys * (g.head_dim + g.v_dim);
-  ctx.parallel_for(g.batch * g.q_heads, std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, work)),
+  const int64_t work = std::min(g.queries, kQueryBlock) * g.keys * (g.head_dim + g.v_dim);
+  ctx.parallel_for(g.batch * g.q_heads * blocks, std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, work)),
                    [&](int64_t begin, int64_t end) {
-    std::vector<C> scores(static_cast<size_t>(g.queries * g.keys));
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const int64_t b = bh / g.q_heads, kv = b * g.kv_heads + (bh % g.q_heads) / group;
-      opforge_nn::matmul(false, true, g.queries, g.keys, g.head_dim, C(1), q.data() + bh * g.queries * g.head_dim,
-                         g.head_dim, k.data() + kv * g.keys * g.head_dim, g.head_dim, C(0), scores.data(), g.keys);
-      for (int64_t i = 0; i < g.queries; ++i) softmax_row(scores.data() + i * g.keys, g.keys, dt, softmax_dt);
-      opforge_nn::matmul(false, false, g.queries, g.v_dim, g.keys, C(1), scores.data(), g.keys,
-                         v + kv * g.keys * g.v_dim, g.v_dim, C(0), out.data() + bh * g.queries * g.v_dim, g.v_dim);
+    std::vector<C> scores(static_cast<size_t>(std::min(g.queries, kQueryBlock) * g.keys));
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t bh = task / blocks, i0 = (task % blocks) * kQueryBlock;
+      const int64_t rows = std::min(kQueryBlock, g.queries - i0), first = bh * g.queries + i0;
+      const int64_t kv = (bh / g.q_heads) * g.kv_heads + (bh % g.q_heads) / group;
+      opforge_nn::matmul(false, true, rows, g.keys, g.head_dim, C(1), q.data() + first * g.head_dim, g.head_dim,
+                         k.data() + kv * g.keys * g.head_dim, g.head_dim, C(0), scores.data(), g.keys);
+      for (int64_t i = 0; i < rows; ++i) softmax_row(scores.data() + i * g.keys, g.keys, dt, softmax_dt);
+      opforge_nn::matmul(false, false, rows, g.v_dim, g.keys, C(1), scores.data(), g.keys, v + kv * g.keys * g.v_dim,
+                         g.v_dim, C(0), out.data() + first * g.v_dim, g.v_dim);
     }
   });
   write_floats(out.data(), y);
