@@ -1,5 +1,5 @@
 // activations_glu.cpp: SwiGLU (opset 28): y = a * sigmoid(alpha * a) * b, elementwise over two
-// inputs of one shape.
+// inputs of one shape; and its gate Swish (opset 24): y = x * sigmoid(alpha * x).
 #include <cmath>
 
 #include "float_io.h"
@@ -40,7 +40,35 @@ void compute(KernelContext& ctx) {
   });
 }
 
+void swish(KernelContext& ctx) {
+  Tensor x = ctx.input(0), y = ctx.output(0);
+  const double alpha = ctx.attr<float>("alpha");
+  const int64_t n = y.numel();
+  dispatch_storage(x, "X", [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    using C = std::conditional_t<std::is_same_v<S, double>, double, float>;
+    const S* px = static_cast<const S*>(x.raw());
+    S* py = static_cast<S*>(y.raw());
+    const C k = C(alpha);
+    ctx.parallel_for(n, grain_for(8), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const C v = load_as<C>(px[i]);
+        py[i] = store_as<S>(v / (C(1) + std::exp(-k * v)));
+      }
+    });
+  });
+}
+
 }  // namespace
+
+OPFORGE_OP(Swish)
+    .since(24)
+    .input("X", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
+    .output("Y")
+    .attr("alpha", 1.0f)
+    .inplace(0, 0)
+    .infer(opforge::same_as_input0)
+    .compute(swish);
 
 OPFORGE_OP(SwiGLU)
     .since(28)
