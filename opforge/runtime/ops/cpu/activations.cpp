@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <random>
 #include <string>
 #include <type_traits>
 
@@ -198,59 +197,17 @@ void clip_attr_compute(KernelContext& ctx) {
   }), dt);
 }
 
-/// Whether Dropout-12's training_mode input is given and true (read once its value is known).
-bool training(const Tensor& training_mode) {
-  if (!training_mode.has_data()) return false;
+/// Throws when Dropout's training_mode input is known to be true: kernels only do inference.
+void check_inference(const Tensor& training_mode) {
+  if (!training_mode.has_data()) return;
   OPFORGE_CHECK(training_mode.numel() == 1, "input 'training_mode' must hold one value");
-  return *training_mode.data<bool>();
-}
-
-/// Dropout-12's drop probability: input 'ratio' (one value in [0, 1)), 0.5 when absent.
-float drop_ratio(const KernelContext& ctx) {
-  if (!ctx.has_input(1)) return 0.5f;
-  const Tensor r = ctx.input(1);
-  OPFORGE_CHECK(r.numel() == 1, "input 'ratio' must hold one value");
-  float ratio = 0;
-  require_dispatched(opforge::dispatch<float, double, opforge::float16_t>(r.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_same_v<T, opforge::float16_t>) ratio = opforge::to_float(*r.data<T>());
-    else ratio = float(*r.data<T>());
-  }), r.dtype());
-  OPFORGE_CHECK(ratio >= 0 && ratio < 1, "input 'ratio' must be in [0, 1), got ", ratio);
-  return ratio;
-}
-
-/// Training-mode Dropout: each element kept when a uniform draw in [0, 1) is >= ratio, and
-/// scaled by 1 / (1 - ratio). The draws are numpy's RandomState(seed).uniform (MT19937, which
-/// std::mt19937 matches, two words per 53-bit double), so a seeded node reproduces onnx's
-/// reference; without a seed the generator is seeded at random.
-template <class T> void dropout_train(const KernelContext& ctx, float ratio) {
-  using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
-  std::mt19937 bits(ctx.has_attr("seed") ? uint32_t(ctx.attr<int64_t>("seed")) : std::random_device{}());
-  const C scale = C(1.0f / (1.0f - ratio));
-  const Tensor x = ctx.input(0);
-  const T* in = x.data<T>();
-  T* out = ctx.output(0).data<T>();
-  bool* mask = ctx.num_outputs() > 1 && ctx.output(1).has_data() ? ctx.output(1).data<bool>() : nullptr;
-  for (int64_t i = 0, n = x.numel(); i < n; ++i) {
-    const uint32_t high = bits() >> 5, low = bits() >> 6;
-    const bool keep = (high * 67108864.0 + low) / 9007199254740992.0 >= double(ratio);
-    C v;
-    if constexpr (std::is_same_v<T, opforge::float16_t> || std::is_same_v<T, opforge::bfloat16_t>)
-      v = C(opforge::to_float(in[i]));
-    else
-      v = C(in[i]);
-    const C y = C(keep) * v * scale;
-    if constexpr (std::is_same_v<T, opforge::float16_t> || std::is_same_v<T, opforge::bfloat16_t>)
-      out[i] = opforge::from_float(float(y), T{});
-    else
-      out[i] = T(y);
-    if (mask) mask[i] = keep;
-  }
+  OPFORGE_CHECK(!*training_mode.data<bool>(), "input 'training_mode' is true, but only "
+                "inference (training_mode false) is supported");
 }
 
 /// Dropout's infer; the mask is bool from opset 10, of the data's dtype before.
 template <bool BoolMask> void dropout_infer(InferContext& ctx) {
+  if (ctx.has_input(2)) check_inference(ctx.input(2));
   ctx.set_output_like(0, 0);
   if (ctx.num_outputs() > 1)
     ctx.set_output(1, BoolMask ? int32_t(opforge::boolean) : ctx.input(0).dtype(), ctx.input(0).sizes());
@@ -275,18 +232,10 @@ void fill_kept(const Tensor& mask) {
   require_dispatched(found, mask.dtype());
 }
 
-/// Dropout: in inference (and with ratio 0) the output is the input and the mask keeps
-/// everything; Dropout-12 with training_mode true drops elements at random.
+/// Inference-mode Dropout: the output is the input; the mask keeps everything.
 void dropout_compute(KernelContext& ctx) {
+  if (ctx.has_input(2)) check_inference(ctx.input(2));
   const Tensor x = ctx.input(0);
-  if (ctx.has_input(2) && training(ctx.input(2))) {
-    const float ratio = drop_ratio(ctx);
-    if (ratio > 0) {
-      const bool found = opforge::dispatch<float, double, opforge::float16_t, opforge::bfloat16_t>(
-          x.dtype(), [&](auto tag) { dropout_train<typename decltype(tag)::type>(ctx, ratio); });
-      return require_dispatched(found, x.dtype());
-    }
-  }
   parallel_copy(ctx, x.raw(), ctx.output(0).raw(), x.nbytes());
   if (ctx.num_outputs() > 1 && ctx.output(1).has_data()) fill_kept(ctx.output(1));
 }
@@ -436,11 +385,11 @@ OPFORGE_OP(Dropout)
 OPFORGE_OP(Dropout)
     .since(12)
     .input("data", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
-    .optional_input("ratio", EW_DROPOUT_DTYPES, "the drop probability in training, in [0, 1)")
-    .optional_input("training_mode", {opforge::boolean}, "true: drop elements at random")
+    .optional_input("ratio", EW_DROPOUT_DTYPES, "ignored in inference")
+    .optional_input("training_mode", {opforge::boolean}, "must be false (or absent)")
     .output("output")
     .optional_output("mask", {opforge::boolean})
-    .optional_attr("seed", opforge::AttrType::Int, "seeds numpy's MT19937 draws, as onnx's reference")
+    .optional_attr("seed", opforge::AttrType::Int, "ignored in inference")
     .inplace(0, 0)
     .infer(opforge_cpu::ew::dropout_infer<true>)
     .compute(opforge_cpu::ew::dropout_compute);
