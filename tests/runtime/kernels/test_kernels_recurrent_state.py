@@ -138,6 +138,16 @@ def test_causal_conv_shapes_match_reference(kernels, shape):
     compare(ours(kernels, "CausalConvWithState", inputs, {"activation": "silu"}), want, 1e-5, 1e-6, f"CausalConv {shape}")
 
 
+def test_causal_conv_silu_of_large_values_matches_onnxruntime(kernels):
+    """Convolutions far past where e^-y overflows float, on both sides of zero."""
+    x, w, b, past = causal_conv_inputs(length=40)
+    inputs = [x * 300, w, b, past * 300]
+    want = run_onnxruntime("CausalConvWithState", inputs, {"activation": "silu"}, opset=27, num_outputs=2)
+    got = ours(kernels, "CausalConvWithState", inputs, {"activation": "silu"})
+    assert np.abs(got[0]).max() > 200 and (got[0] < 0).any()
+    compare(got, want, 1e-5, 1e-6, "CausalConv silu of large values")
+
+
 def test_causal_conv_float16_matches_reference(kernels):
     inputs = causal_conv_inputs(dtype=np.float16)
     want = run_reference("CausalConvWithState", inputs, {"activation": "silu"}, 27, 2)

@@ -6,10 +6,12 @@
 #include <string>
 
 #include "float_io.h"
+#include "reduce.h"
 
 namespace {
 
 using namespace opforge_cpu;
+using opforge_cpu::reduction::exp_fast;
 
 bool differ(int64_t a, int64_t b) { return a >= 0 && b >= 0 && a != b; }
 
@@ -60,21 +62,35 @@ void infer(InferContext& ctx) {
   ctx.set_output(1, dt, {g.batch, g.channels, g.kernel < 0 ? -1 : g.kernel - 1});
 }
 
-/// One (batch, channel) row: `padded` holds the state then the input (kernel - 1 + length).
-template <class S, class C>
-void convolve_row(const C* padded, const C* w, C bias, bool silu, int64_t length, int64_t kernel, S* out) {
-  for (int64_t t = 0; t < length; ++t) {
-    C sum = bias;
-    for (int64_t j = 0; j < kernel; ++j) sum += w[j] * padded[t + j];
-    C y = load_as<C>(store_as<S>(sum));
-    if (silu) y = y / (C(1) + std::exp(-y));
-    out[t] = store_as<S>(y);
+/// y * sigmoid(y) over n values in place, from e^-|y| so the exponent never overflows.
+void silu(float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float e = exp_fast(-std::abs(y[i]));
+    y[i] *= opforge_cpu::reduction::select_bits(y[i] >= 0.f, 1.f, e) / (1.f + e);
   }
+}
+void silu(double* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] /= 1 + std::exp(-y[i]);
+}
+
+/// One (batch, channel) row: `padded` holds the state then the input (kernel - 1 + length);
+/// `acc` is scratch of `length`. Tap by tap over the whole row, so the inner loop vectorises.
+template <class S, class C>
+void convolve_row(const C* padded, const C* w, C bias, bool with_silu, int64_t length, int64_t kernel, C* acc,
+                  S* out) {
+  std::fill(acc, acc + length, bias);
+  for (int64_t j = 0; j < kernel; ++j)
+    for (int64_t t = 0; t < length; ++t) acc[t] += w[j] * padded[t + j];
+  if constexpr (!std::is_same_v<S, C>)  // the activation reads the convolution rounded to S
+    if (with_silu)
+      for (int64_t t = 0; t < length; ++t) acc[t] = load_as<C>(store_as<S>(acc[t]));
+  if (with_silu) silu(acc, length);
+  for (int64_t t = 0; t < length; ++t) out[t] = store_as<S>(acc[t]);
 }
 
 template <class S> void run(KernelContext& ctx, const Geometry& g) {
   using C = std::conditional_t<std::is_same_v<S, double>, double, float>;
-  const bool silu = parse_activation(ctx.attr<std::string>("activation"));
+  const bool with_silu = parse_activation(ctx.attr<std::string>("activation"));
   const std::vector<C> w = read_floats<C>(ctx.input(1), "weight");
   const std::vector<C> bias = ctx.has_input(2) ? read_floats<C>(ctx.input(2), "bias") : std::vector<C>();
   const S* x = ctx.input(0).data<S>();
@@ -84,13 +100,13 @@ template <class S> void run(KernelContext& ctx, const Geometry& g) {
   const int64_t keep = g.kernel - 1, span = keep + g.length;
   ctx.parallel_for(g.batch * g.channels, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, span * g.kernel)),
                    [&](int64_t begin, int64_t end) {
-    std::vector<C> padded(static_cast<size_t>(span));
+    std::vector<C> padded(static_cast<size_t>(span)), acc(static_cast<size_t>(g.length));
     for (int64_t row = begin; row < end; ++row) {
       const int64_t c = row % g.channels;
       for (int64_t j = 0; j < keep; ++j) padded[size_t(j)] = past ? load_as<C>(past[row * keep + j]) : C(0);
       for (int64_t t = 0; t < g.length; ++t) padded[size_t(keep + t)] = load_as<C>(x[row * g.length + t]);
-      convolve_row<S, C>(padded.data(), w.data() + c * g.kernel, bias.empty() ? C(0) : bias[size_t(c)], silu,
-                         g.length, g.kernel, out + row * g.length);
+      convolve_row<S, C>(padded.data(), w.data() + c * g.kernel, bias.empty() ? C(0) : bias[size_t(c)], with_silu,
+                         g.length, g.kernel, acc.data(), out + row * g.length);
       for (int64_t j = 0; j < keep; ++j) present[row * keep + j] = store_as<S>(padded[size_t(g.length + j)]);
     }
   });
