@@ -123,3 +123,24 @@ def test_flex_attention_with_graphs_matches_reference(mods):
     got, = InferenceSession(model).run(None, {"Q": q, "K": k, "V": v})
     assert_close(got, want, 1e-5, 1e-6, f"FlexAttention with {sorted(mods)}")
     assert_would_catch(got, want, 1e-5, 1e-6, "FlexAttention with graphs")
+
+
+def test_flex_attention_with_graphs_inside_an_if_branch():
+    """The node sits in a subgraph and reads Q, K, V from the outer scope."""
+    q, k, v = qkv()
+    inner = flex_model([q.shape, k.shape, v.shape], score_mod=soft_cap_graph())
+    then_branch = helper.make_graph(list(inner.graph.node), "then", [],
+                                    [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+    else_branch = helper.make_graph([helper.make_node("Identity", ["Q"], ["Z"])], "else", [],
+                                    [helper.make_tensor_value_info("Z", TensorProto.FLOAT, None)])
+    node = helper.make_node("If", ["c"], ["out"], then_branch=then_branch, else_branch=else_branch)
+    inputs = [helper.make_tensor_value_info("c", TensorProto.BOOL, [])] + list(inner.graph.input)
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=list(inner.opset_import))
+    model.ir_version = 10
+    branches = {a.name: a.g for a in expand_graph_attribute_ops(model).graph.node[0].attribute}
+    assert "Tanh" in {n.op_type for n in branches["then_branch"].node}
+    got, = InferenceSession(model).run(None, {"c": np.array(True), "Q": q, "K": k, "V": v})
+    want = reference(inner, q, k, v)
+    assert_close(got, want, 1e-5, 1e-6, "FlexAttention in an If branch")
+    assert_would_catch(got, want, 1e-5, 1e-6, "FlexAttention in an If branch")
