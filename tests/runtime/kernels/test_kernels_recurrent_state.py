@@ -135,7 +135,8 @@ def test_causal_conv_matches_onnxruntime(kernels, activation, bias, past):
 def test_causal_conv_shapes_match_reference(kernels, shape):
     inputs = causal_conv_inputs(**shape)
     want = run_reference("CausalConvWithState", inputs, {"activation": "silu"}, 27, 2)
-    compare(ours(kernels, "CausalConvWithState", inputs, {"activation": "silu"}), want, 1e-5, 1e-6, f"CausalConv {shape}")
+    got = ours(kernels, "CausalConvWithState", inputs, {"activation": "silu"})
+    compare(got, want, 1e-5, 1e-6, f"CausalConv {shape}")
 
 
 def test_causal_conv_silu_of_large_values_matches_onnxruntime(kernels):

@@ -43,8 +43,8 @@ int64_t per_head(int64_t hidden, int64_t heads, const char* what) {
 /// Input i is 3-D (batch, steps, ...) matching the query's batch and steps.
 void check_packed(const Tensor& t, const char* what, const Geometry& g) {
   OPFORGE_CHECK(t.ndim() == 3, "input '", what, "' must be 3-D (batch, sequence, heads * size), got rank ", t.ndim());
-  OPFORGE_CHECK(!differ(t.size(0), g.batch) && !differ(t.size(1), g.steps), "input '", what, "' has (batch, sequence) (",
-                t.size(0), ", ", t.size(1), "), query has (", g.batch, ", ", g.steps, ")");
+  OPFORGE_CHECK(!differ(t.size(0), g.batch) && !differ(t.size(1), g.steps), "input '", what,
+                "' has (batch, sequence) (", t.size(0), ", ", t.size(1), "), query has (", g.batch, ", ", g.steps, ")");
 }
 
 template <class Ctx> void read_gates(const Ctx& ctx, const Rule& rule, Geometry& g) {
@@ -177,7 +177,8 @@ void compute(KernelContext& ctx) {
   ctx.parallel_for(g.batch * g.kv_heads, std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(1, work)),
                    [&](int64_t begin, int64_t end) {
     std::vector<float> v_row(size_t(g.value_dim));
-    for (int64_t task = begin; task < end; ++task) recur(x, g, rule, scale, task / g.kv_heads, task % g.kv_heads, v_row);
+    for (int64_t task = begin; task < end; ++task)
+      recur(x, g, rule, scale, task / g.kv_heads, task % g.kv_heads, v_row);
   });
   write_floats(out_f.data(), out);
   write_floats(state_f.data(), present);

@@ -104,7 +104,8 @@ void adam(KernelContext& ctx) {
   const double eps = ctx.attr<float>("epsilon");
   // 1 - a for a float attribute a is a float, as in onnx's reference (which reads attributes as
   // float32 scalars); the products with the tensors are double
-  const double new_mean = 1.0f - alpha, new_square = 1.0f - beta, keep = 1.0f - ctx.attr<float>("norm_coefficient_post");
+  const double new_mean = 1.0f - alpha, new_square = 1.0f - beta;
+  const double keep = 1.0f - ctx.attr<float>("norm_coefficient_post");
   // bias correction of both moments from the second step on
   const double rate = s.count > 0 ? s.rate * std::sqrt(1 - std::pow(beta, double(s.count))) /
                                         (1 - std::pow(alpha, double(s.count)))
