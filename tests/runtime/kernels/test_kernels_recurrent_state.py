@@ -85,6 +85,17 @@ def test_linear_attention_float16_matches_reference(kernels):
     compare(got, want, 2e-3, 2e-3, "LinearAttention float16")
 
 
+def test_linear_attention_float_state_with_float16_activations(kernels):
+    """The state keeps its own dtype (S) while query, key and value are float16 (T)."""
+    inputs, attrs = linear_attention_inputs("gated_delta", dtype=np.float16)
+    inputs[3] = inputs[3].astype(np.float32)
+    want = run_reference("LinearAttention", inputs, attrs, 27, 2)
+    got = ours(kernels, "LinearAttention", inputs, attrs)
+    assert got[0].dtype == np.float16 and got[1].dtype == np.float32
+    compare(got[:1], want[:1], 2e-3, 2e-3, "LinearAttention float16 output")
+    compare(got[1:], want[1:], 1e-5, 1e-6, "LinearAttention float state")
+
+
 def test_linear_attention_comparison_sees_a_small_error(kernels):
     inputs, attrs = linear_attention_inputs("gated_delta")
     want = run_reference("LinearAttention", inputs, attrs, 27, 2)
