@@ -28,8 +28,10 @@ def expand_graph_attribute_ops(model: onnx.ModelProto) -> onnx.ModelProto:
     provider can still run it)."""
     if not any(_expands(node) for node in _all_nodes(model.graph)):
         return model
-    inferred = onnx.shape_inference.infer_shapes(model)
-    types = _value_types(inferred.graph)
+    try:
+        types = _value_types(onnx.shape_inference.infer_shapes(model).graph)
+    except (onnx.shape_inference.InferenceError, ValueError):  # an inconsistent or > 2 GB model
+        types = _value_types(model.graph)
     result = onnx.ModelProto()
     result.CopyFrom(model)
     opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
