@@ -22,6 +22,7 @@ from opforge.runtime.graph.graph import Graph, ValueInfo, build_graph, sort_grap
 from opforge.runtime.graph.shapes import InferredTypes, infer_types
 from opforge.runtime.graph.validation import check_graph
 from opforge.runtime.load.functions import inline_local_functions
+from opforge.runtime.load.graph_attribute_ops import expand_graph_attribute_ops
 from opforge.runtime.load.mapping import apply_mappings
 from opforge.runtime.load.model import ModelSource, load_model
 from opforge.runtime.options import RunOptions, SessionOptions
@@ -144,9 +145,10 @@ class InferenceSession(SessionExtras):
         return self.device.active() if self.device is not None else contextlib.nullcontext()
 
     def _load(self, source: ModelSource, base_dir) -> Graph:
-        """Load, expand local functions, apply op mappings, build the graph in topological order."""
+        """Load, expand local functions (and ops whose graph attributes no kernel takes), apply op
+        mappings, build the graph in topological order."""
         loaded = load_model(source, base_dir)
-        self._model = inline_local_functions(loaded.proto)
+        self._model = expand_graph_attribute_ops(inline_local_functions(loaded.proto))
         self._opsets = loaded.opsets
         self.mapped_nodes = apply_mappings(self._model, self._custom.mappings, self._opsets)
         graph = build_graph(self._model.graph)

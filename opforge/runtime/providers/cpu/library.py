@@ -151,12 +151,15 @@ def build_prebuilt(work: Path, verbose: bool = False) -> Path:
     plan = NinjaPlan(tuple(os.environ.get("CXX", "c++").split()), cflags, ("-shared", *blas_ldflags),
                      compiles, (), str(output))
     (work / "build.ninja").write_text(ninja_text(plan))
+    # the digest of the sources as they are when compiling starts: a source added or edited
+    # during the build must leave the library stale, not stamped current
+    inputs = inputs_digest()
     ok, log = run_ninja(work, verbose, echo=True)   # [n/N] progress, shown by `pip install -v`
     if not ok:
         raise RuntimeError(f"building opforge's CPU kernels failed:\n{log[-5000:]}")
     tmp = PREBUILT.with_name(PREBUILT.name + ".tmp")
     tmp.write_bytes(output.read_bytes())
     os.replace(tmp, PREBUILT)
-    STAMP.write_text(json.dumps({"inputs": inputs_digest(), "cpu": cpu_identity(),
+    STAMP.write_text(json.dumps({"inputs": inputs, "cpu": cpu_identity(),
                                  "compiler": _compiler_version(), "cflags": list(cflags)}, indent=1))
     return PREBUILT
