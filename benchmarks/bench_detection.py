@@ -1,0 +1,91 @@
+"""Detection ops, side by side in one run: onnxruntime and opforge's native kernels on one-node models.
+
+    python benchmarks/bench_detection.py [--threads 2] [--repeat 20]
+
+NonMaxSuppression on a detector's post-processing (1000 boxes x 80 classes, 100 per class, IoU
+0.5, score threshold 0.05) and RoiAlign on Mask R-CNN's box head (1000 rois on a 256x50x68 FPN
+level, 7x7 bins, sampling_ratio 2, spatial_scale 1/16; and 14x14 for the mask head). Prints the
+load average, each runtime's median latency (runs interleaved) and the ratio; outputs are checked
+first (NMS rows equal, RoiAlign within 1e-5).
+"""
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+from onnx import TensorProto, helper
+
+import onnxruntime as ort
+import opforge
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "benchmarks")]
+from bench_models import median_times, print_load  # noqa: E402
+
+RNG = np.random.default_rng(0)
+
+
+def one_node_model(op_type, feeds: dict, consts: dict, attrs: dict, opset: int) -> bytes:
+    inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+              for n, v in feeds.items()]
+    inits = [helper.make_tensor(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape, v.flatten().tolist())
+             for n, v in consts.items()]
+    node = helper.make_node(op_type, [*feeds, *consts], ["y"], **attrs)
+    graph = helper.make_graph([node], op_type, inputs, [helper.make_empty_tensor_value_info("y")], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+
+
+def nms_case():
+    centers = RNG.uniform(0, 800, (1, 1000, 2))
+    sizes = RNG.uniform(10, 200, (1, 1000, 2))
+    boxes = np.concatenate([centers - sizes / 2, centers + sizes / 2], -1).astype(np.float32)
+    scores = (RNG.uniform(0, 1, (1, 80, 1000)) ** 4).astype(np.float32)   # most below the threshold
+    consts = {"max_out": np.array([100], np.int64), "iou": np.array([0.5], np.float32),
+              "score": np.array([0.05], np.float32)}
+    return "NMS 1000 boxes x 80 classes", one_node_model(
+        "NonMaxSuppression", {"boxes": boxes, "scores": scores}, consts, {}, 11), \
+        {"boxes": boxes, "scores": scores}
+
+
+def roi_align_case(bins: int):
+    x = RNG.standard_normal((1, 256, 50, 68)).astype(np.float32)
+    start = RNG.uniform(0, 1000, (1000, 2))
+    rois = np.concatenate([start, start + RNG.uniform(16, 300, (1000, 2))], 1).astype(np.float32)
+    indices = np.zeros(1000, np.int64)
+    attrs = {"output_height": bins, "output_width": bins, "sampling_ratio": 2, "spatial_scale": 1 / 16}
+    feeds = {"x": x, "rois": rois, "indices": indices}
+    return f"RoiAlign 1000 rois, 256x50x68 -> {bins}x{bins}", one_node_model(
+        "RoiAlign", feeds, {}, attrs, 16), feeds
+
+
+def compare(name, model, feeds, threads, repeat):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    ref = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    options = opforge.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.disable_reference_fallback = True
+    sess = opforge.InferenceSession(model, options)
+    want, = ref.run(None, feeds)
+    got, = sess.run(None, feeds)
+    ok = got.shape == want.shape and (np.array_equal(got, want) if got.dtype == np.int64
+                                      else np.allclose(got, want, rtol=1e-5, atol=1e-5))
+    ort_time, ours_time = median_times([lambda: ref.run(None, feeds), lambda: sess.run(None, feeds)], repeat)
+    print(f"{name:42s} onnxruntime {ort_time * 1e3:8.2f} ms  opforge {ours_time * 1e3:8.2f} ms  "
+          f"ratio {ours_time / ort_time:5.2f}  {'match' if ok else 'MISMATCH'}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--repeat", type=int, default=20)
+    args = parser.parse_args()
+    print_load("before")
+    for case in (nms_case(), roi_align_case(7), roi_align_case(14)):
+        compare(*case, args.threads, args.repeat)
+    print_load("after")
+
+
+if __name__ == "__main__":
+    main()
