@@ -89,6 +89,17 @@ def test_nms_empty_results(kernels):
     assert got.shape == (2 * 3 * 60, 3)
 
 
+def test_nms_infinite_and_nan_coordinates(kernels):
+    """Boxes reaching infinity, or with a NaN corner, decide as onnxruntime's checks decide."""
+    boxes, scores, *rest = nms_inputs(boxes=40)
+    boxes[0, :6, 2] = np.inf
+    boxes[0, 6:10, 0] = -np.inf
+    boxes[1, :4, 3] = np.nan
+    boxes[1, 4:12] = boxes[1, 4]                 # identical to a neighbour of the NaN boxes
+    nms_check(kernels, [boxes, scores, np.array([30], np.int64), *rest[1:]])
+    nms_check(kernels, [boxes, scores, np.array([30], np.int64), *rest[1:]], center=1)
+
+
 def test_nms_detection_sized(kernels):
     """A detector's post-processing: 1000 boxes x 80 classes, as YOLO/SSD exports emit it."""
     centers = RNG.uniform(0, 600, (1, 1000, 2))
@@ -173,8 +184,9 @@ def roi_check(kernels, x, rois, indices, attrs, opset, rtol=1e-5, atol=1e-5):
 @pytest.mark.parametrize("mode", ["avg", "max"])
 @pytest.mark.parametrize("transform", ["half_pixel", "output_half_pixel", None])
 @pytest.mark.parametrize("sampling_ratio", [0, 1, 2])
-def test_roi_align_matches_onnxruntime(kernels, mode, transform, sampling_ratio):
-    rois = roi_boxes()
+@pytest.mark.parametrize("num_rois", [24, 2])   # pooled from a channels-last copy of X, and from X
+def test_roi_align_matches_onnxruntime(kernels, mode, transform, sampling_ratio, num_rois):
+    rois = roi_boxes()[-num_rois:]
     indices = RNG.integers(0, 2, len(rois)).astype(np.int64)
     attrs = {"mode": mode, "output_height": 3, "output_width": 4, "sampling_ratio": sampling_ratio,
              "spatial_scale": 0.8}

@@ -92,18 +92,36 @@ Corners corners(const float* b, bool center_point_box) {
   return c;
 }
 
-/// Whether `kept` suppresses `candidate`: IoU above the threshold; degenerate boxes never do.
-bool suppresses(const Corners& candidate, const Corners& kept, float iou_threshold) {
-  const float ix_min = std::max(candidate.x_min, kept.x_min), ix_max = std::min(candidate.x_max, kept.x_max);
-  if (ix_max <= ix_min) return false;
-  const float iy_min = std::max(candidate.y_min, kept.y_min), iy_max = std::min(candidate.y_max, kept.y_max);
-  if (iy_max <= iy_min) return false;
-  const float intersection = (ix_max - ix_min) * (iy_max - iy_min);
-  if (intersection <= 0) return false;
-  const float union_area = candidate.area + kept.area - intersection;
-  if (candidate.area <= 0 || kept.area <= 0 || union_area <= 0) return false;
-  return intersection / union_area > iou_threshold;
-}
+/// The boxes kept so far in one class, by field, so that one candidate is checked against
+/// many kept boxes at once.
+struct KeptBoxes {
+  std::vector<float> x_min, y_min, x_max, y_max, area;
+
+  size_t size() const { return area.size(); }
+  void push(const Corners& c) {
+    x_min.push_back(c.x_min), y_min.push_back(c.y_min), x_max.push_back(c.x_max), y_max.push_back(c.y_max);
+    area.push_back(c.area);
+  }
+  /// Whether a kept box suppresses `c`: IoU above the threshold, with onnxruntime's early outs
+  /// (no overlap, degenerate boxes) as conditions, each negated as it is written there so that
+  /// NaNs decide alike. Blocks of 16 kept boxes are checked branch-free.
+  bool suppress(const Corners& c, float iou_threshold) const {
+    for (size_t base = 0; base < size(); base += 16) {
+      const size_t end = std::min(size(), base + 16);
+      int hits = 0;
+      for (size_t j = base; j < end; ++j) {
+        const float ix_min = std::max(c.x_min, x_min[j]), ix_max = std::min(c.x_max, x_max[j]);
+        const float iy_min = std::max(c.y_min, y_min[j]), iy_max = std::min(c.y_max, y_max[j]);
+        const float intersection = (ix_max - ix_min) * (iy_max - iy_min);
+        const float union_area = c.area + area[j] - intersection;
+        hits += !(ix_max <= ix_min) & !(iy_max <= iy_min) & !(intersection <= 0) & !(c.area <= 0) &
+                !(area[j] <= 0) & !(union_area <= 0) & (intersection / union_area > iou_threshold);
+      }
+      if (hits) return true;
+    }
+    return false;
+  }
+};
 
 /// A candidate box; the heap's top is the highest score, then the lowest index.
 struct Candidate {
@@ -123,21 +141,14 @@ std::vector<int64_t> select_class(const float* scores, const std::vector<Corners
     if (!p.has_score_threshold || scores[i] > p.score_threshold) heap.push_back({scores[i], i});
   std::make_heap(heap.begin(), heap.end(), ranks_below);
   std::vector<int64_t> kept;
-  std::vector<Corners> kept_boxes;
+  KeptBoxes kept_boxes;
   while (!heap.empty() && int64_t(kept.size()) < p.max_per_class) {
     std::pop_heap(heap.begin(), heap.end(), ranks_below);
     const int64_t i = heap.back().index;
     heap.pop_back();
-    const Corners& box = boxes[size_t(i)];
-    bool keep = true;
-    for (const Corners& k : kept_boxes)
-      if (suppresses(box, k, p.iou_threshold)) {
-        keep = false;
-        break;
-      }
-    if (keep) {
+    if (!kept_boxes.suppress(boxes[size_t(i)], p.iou_threshold)) {
       kept.push_back(i);
-      kept_boxes.push_back(box);
+      kept_boxes.push(boxes[size_t(i)]);
     }
   }
   return kept;
