@@ -327,3 +327,66 @@ def test_deform_conv_bad_inputs_name_the_input(kernels):
         deform(*inputs, **{**attrs, "kernel_shape": [2, 2]})
     with pytest.raises(opforge.OpError, match="offset groups"):
         deform(*inputs, **{**attrs, "offset_group": 3})
+
+
+# A detector's tail, end to end -----------------------------------------------------------------
+
+def detection_head_model(num_classes=5, hidden=32, channels=8):
+    """A two-stage detector's second stage as torchvision exports it: RoiAlign over the feature
+    map, a box head (Gemm, Relu), class scores (Softmax) and box deltas, per-class NMS, and the
+    kept boxes gathered by NMS's indices."""
+    rng = np.random.default_rng(5)
+    weights = {"w1": rng.standard_normal((channels * 49, hidden)) * 0.05, "b1": rng.standard_normal(hidden),
+               "wc": rng.standard_normal((hidden, num_classes)), "wb": rng.standard_normal((hidden, 4)),
+               "max_out": np.array([10]), "iou": np.array([0.5]), "score": np.array([0.1]),
+               "axis0": np.array([0]), "col": np.array(2)}
+    kinds = {"max_out": TensorProto.INT64, "axis0": TensorProto.INT64, "col": TensorProto.INT64}
+    inits = [helper.make_tensor(n, kinds.get(n, TensorProto.FLOAT), v.shape, v.flatten().tolist())
+             for n, v in weights.items()]
+    nodes = [
+        helper.make_node("Shape", ["rois"], ["rois_shape"]),
+        helper.make_node("Gather", ["rois_shape", "axis0"], ["num_rois"], axis=0),
+        helper.make_node("ConstantOfShape", ["num_rois"], ["batch_idx"],
+                         value=helper.make_tensor("zero", TensorProto.INT64, [1], [0])),
+        helper.make_node("RoiAlign", ["features", "rois", "batch_idx"], ["pooled"], output_height=7,
+                         output_width=7, sampling_ratio=2, spatial_scale=0.25),
+        helper.make_node("Flatten", ["pooled"], ["flat"], axis=1),
+        helper.make_node("Gemm", ["flat", "w1", "b1"], ["h0"]),
+        helper.make_node("Relu", ["h0"], ["h"]),
+        helper.make_node("Gemm", ["h", "wc"], ["logits"]),
+        helper.make_node("Softmax", ["logits"], ["probs"], axis=1),
+        helper.make_node("Gemm", ["h", "wb"], ["deltas"]),
+        helper.make_node("Add", ["rois", "deltas"], ["boxes"]),
+        helper.make_node("Unsqueeze", ["boxes", "axis0"], ["boxes3"]),
+        helper.make_node("Transpose", ["probs"], ["probs_t"], perm=[1, 0]),
+        helper.make_node("Unsqueeze", ["probs_t", "axis0"], ["scores3"]),
+        helper.make_node("NonMaxSuppression", ["boxes3", "scores3", "max_out", "iou", "score"], ["selected"]),
+        helper.make_node("Gather", ["selected", "col"], ["box_idx"], axis=1),
+        helper.make_node("Gather", ["boxes", "box_idx"], ["detections"], axis=0),
+    ]
+    graph = helper.make_graph(
+        nodes, "detector_tail",
+        [helper.make_tensor_value_info("features", TensorProto.FLOAT, [1, channels, 20, 24]),
+         helper.make_tensor_value_info("rois", TensorProto.FLOAT, [None, 4])],
+        [helper.make_tensor_value_info("selected", TensorProto.INT64, None),
+         helper.make_tensor_value_info("detections", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+
+
+def test_detection_head_runs_natively_and_matches_onnxruntime():
+    import onnxruntime as ort
+
+    model = detection_head_model().SerializeToString()
+    ours = InferenceSession(model, SessionOptions(disable_reference_fallback=True),
+                            providers=["CPUExecutionProvider"])
+    theirs = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(6)
+    features = rng.standard_normal((1, 8, 20, 24)).astype(np.float32)
+    for num_rois in (60, 60, 25):   # the second run takes the compiled plan
+        start = rng.uniform(0, 80, (num_rois, 2))
+        rois = np.concatenate([start, start + rng.uniform(4, 30, (num_rois, 2))], 1).astype(np.float32)
+        feeds = {"features": features, "rois": rois}
+        (selected, detections), (want_selected, want_detections) = ours.run(None, feeds), theirs.run(None, feeds)
+        np.testing.assert_array_equal(selected, want_selected)
+        assert len(selected) > 5
+        assert_close(detections, want_detections, 1e-4, 1e-4, "detections")
