@@ -238,6 +238,21 @@ def test_roi_align_empty_and_bad_inputs(kernels):
         roi_align(X, rois, np.zeros(4, np.int64), mode="min")
 
 
+def test_roi_align_corrupt_rois_are_refused_or_sample_nothing(kernels):
+    """Rois onnxruntime cannot take (a huge adaptive grid overflows its sizes; NaN corners are
+    undefined behaviour there) give an error naming the fix, or zeros, never a crash."""
+    roi_align = kernels.op("RoiAlign", domain="", version=16)
+    indices = np.zeros(1, np.int64)
+    for huge in ([0, 0, 1e12, 1e12], [0, 0, np.inf, 3]):
+        with pytest.raises(opforge.OpError, match="sampling_ratio"):
+            roi_align(X, np.array([huge], np.float32), indices)
+    for corrupt, ratio in (([np.nan, 0, 3, 3], 0), ([np.nan, 0, 3, 3], 2), ([0, 0, np.inf, 3], 2)):
+        got = roi_align(X, np.array([corrupt], np.float32), indices, sampling_ratio=ratio)
+        np.testing.assert_array_equal(got, np.zeros((1, 5, 1, 1), np.float32))
+    got = roi_align(np.zeros((1, 3, 0, 4), np.float32), roi_boxes()[:2], np.zeros(2, np.int64))
+    np.testing.assert_array_equal(got, np.zeros((2, 3, 1, 1), np.float32))
+
+
 # MaxRoiPool -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("pooled,scale", [([3, 2], 0.5), ([1, 1], 1.0), ([4, 5], 0.25)])
@@ -316,6 +331,17 @@ def test_deform_conv_agrees_with_onnx_reference(kernels):
     assert_close(got, want, 1e-4, 1e-5, "DeformConv vs onnx reference")
 
 
+def test_deform_conv_offsets_far_outside_read_zeros(kernels):
+    inputs, attrs = deform_inputs(n=1, mask=False)
+    bias = np.broadcast_to(inputs[3][None, :, None, None], (1, 6, 9, 10))
+    deform = kernels.op("DeformConv", domain="", version=19)
+    for value in (np.nan, 1e30, -np.inf):
+        got = deform(inputs[0], inputs[1], np.full_like(inputs[2], value), inputs[3], **attrs)
+        np.testing.assert_array_equal(got, bias)
+    no_channels = deform(inputs[0][:, :0], inputs[1][:, :0], inputs[2], inputs[3], **attrs)
+    np.testing.assert_array_equal(no_channels, bias)
+
+
 def test_deform_conv_bad_inputs_name_the_input(kernels):
     inputs, attrs = deform_inputs(group=2, offset_group=2)
     deform = kernels.op("DeformConv", domain="", version=19)
@@ -327,6 +353,8 @@ def test_deform_conv_bad_inputs_name_the_input(kernels):
         deform(*inputs, **{**attrs, "kernel_shape": [2, 2]})
     with pytest.raises(opforge.OpError, match="offset groups"):
         deform(*inputs, **{**attrs, "offset_group": 3})
+    with pytest.raises(opforge.OpError, match="does not fit"):
+        deform(inputs[0][:, :, :2], *inputs[1:], **{**attrs, "pads": [0, 0, 0, 0], "strides": [2, 1]})
 
 
 # A detector's tail, end to end -----------------------------------------------------------------

@@ -65,13 +65,17 @@ template <class Ctx> Geometry geometry(const Ctx& ctx) {
   }
   OPFORGE_CHECK(g.out_channels < 0 || g.out_channels % g.group == 0, "W's ", g.out_channels,
                 " output channels do not split into ", g.group, " groups");
+  OPFORGE_CHECK(g.kernel_h >= 1 && g.kernel_w >= 1, "the kernel must be at least 1x1, got ", g.kernel_h, "x",
+                g.kernel_w);
+  // -1: unknown during graph inference; 0: the dilated kernel does not fit the padded input.
   auto out_size = [](int64_t in, int64_t pad, int64_t k, int64_t d, int64_t s) {
-    return in < 0 ? -1 : (in + pad - (k - 1) * d - 1) / s + 1;
+    const int64_t room = in + pad - (k - 1) * d - 1;
+    return in < 0 ? -1 : room < 0 ? 0 : room / s + 1;
   };
   g.out_h = out_size(g.height, pads[0] + pads[2], g.kernel_h, g.dilation_h, g.stride_h);
   g.out_w = out_size(g.width, pads[1] + pads[3], g.kernel_w, g.dilation_w, g.stride_w);
-  OPFORGE_CHECK(g.out_h != 0 && g.out_w != 0 && g.out_h >= -1 && g.out_w >= -1, "the ", g.kernel_h, "x", g.kernel_w,
-                " dilated kernel does not fit the padded ", g.height, "x", g.width, " input");
+  OPFORGE_CHECK(g.out_h != 0 && g.out_w != 0, "the ", g.kernel_h, "x", g.kernel_w, " kernel (dilations ",
+                g.dilation_h, ", ", g.dilation_w, ") does not fit the padded ", g.height, "x", g.width, " input");
   auto agree = [](int64_t a, int64_t b) { return a < 0 || b < 0 || a == b; };
   OPFORGE_CHECK(agree(offset.size(1), g.offset_group * g.taps() * 2) && agree(offset.size(2), g.out_h) &&
                     agree(offset.size(3), g.out_w) && agree(offset.size(0), g.batch),
@@ -123,6 +127,10 @@ void deformed_taps(const Geometry& g, const T* offset, const T* mask, std::vecto
       const T w = T(ow * g.stride_w - g.pad_left + kj * g.dilation_w) + dx[p];
       const T m = mask ? mask[k * points + p] : T(1);
       Tap<T>& t = out[size_t(k * points + p)];
+      if (!(h > T(-2) && h < T(g.height + 1) && w > T(-2) && w < T(g.width + 1))) {  // far outside, or NaN
+        t = {{0, 0, 0, 0}, {T(0), T(0), T(0), T(0)}};
+        continue;
+      }
       const T h0f = std::floor(h), w0f = std::floor(w);
       const int64_t h0 = int64_t(h0f), w0 = int64_t(w0f);
       const T lh = h - h0f, lw = w - w0f;
@@ -130,7 +138,7 @@ void deformed_taps(const Geometry& g, const T* offset, const T* mask, std::vecto
       const T wr[2] = {T(1) - lh, lh}, wc[2] = {T(1) - lw, lw};
       for (int c = 0; c < 4; ++c) {
         const int64_t r = rows[c / 2], q = cols[c % 2];
-        const bool inside = std::isfinite(h) && std::isfinite(w) && r >= 0 && r < g.height && q >= 0 && q < g.width;
+        const bool inside = r >= 0 && r < g.height && q >= 0 && q < g.width;
         t.pos[c] = inside ? r * g.width + q : 0;
         t.w[c] = inside ? wr[c / 2] * wc[c % 2] * m : T(0);
       }
@@ -172,6 +180,7 @@ template <class T> void compute_typed(KernelContext& ctx, const Geometry& g) {
     });
     T* out = y + n * g.out_channels * points;
     for (int64_t oc = 0; oc < g.out_channels; ++oc) std::fill(out + oc * points, out + (oc + 1) * points, bias ? bias[oc] : T(0));
+    if (rows == 0) continue;  // no input channels: the output is the bias
     for (int64_t gr = 0; gr < g.group; ++gr)
       opforge_nn::parallel_matmul(ctx, false, false, out_per_group, points, rows, T(1),
                                   weights + gr * out_per_group * rows, rows, col + gr * rows * points, points, T(1),

@@ -70,7 +70,7 @@ void bin_samples(int64_t height, int64_t width, const AlignOptions& o, T start_h
         for (int64_t ix = 0; ix < grid_w; ++ix) {
           T y = yy, x = start_w + T(pw) * bin_w + T(ix + .5f) * bin_w / T(grid_w);
           Sample<T> s = {{0, 0, 0, 0}, {T(0), T(0), T(0), T(0)}};
-          if (y < T(-1) || y > T(height) || x < T(-1) || x > T(width)) {
+          if (!(y >= T(-1) && y <= T(height) && x >= T(-1) && x <= T(width))) {  // outside X, or NaN
             out.push_back(s);
             continue;
           }
@@ -97,6 +97,9 @@ void bin_samples(int64_t height, int64_t width, const AlignOptions& o, T start_h
       }
 }
 
+/// Most samples one roi may take (48 bytes each): a bound on a corrupt or huge roi's memory.
+constexpr int64_t kMaxSamples = int64_t(1) << 24;
+
 /// The samples of roi r; returns how many each bin has.
 template <class T>
 int64_t roi_samples(const T* r, const AlignOptions& o, int64_t height, int64_t width, std::vector<Sample<T>>& out) {
@@ -108,11 +111,17 @@ int64_t roi_samples(const T* r, const AlignOptions& o, int64_t height, int64_t w
     roi_h = std::max(roi_h, T(1));
   }
   const T bin_h = roi_h / T(o.out_h), bin_w = roi_w / T(o.out_w);
-  // An adaptive grid of a roi of negative size (corners swapped) is empty, as in onnxruntime.
+  // An adaptive grid of a roi of negative size (corners swapped) is empty, as in onnxruntime;
+  // so is one of NaN size. An infinite one is refused below (onnxruntime's are undefined).
   auto grid = [&](T size, int64_t bins) {
-    return o.sampling_ratio > 0 ? o.sampling_ratio : std::max<int64_t>(0, int64_t(std::ceil(size / T(bins))));
+    if (o.sampling_ratio > 0) return o.sampling_ratio;
+    const T n = std::ceil(size / T(bins));
+    return n >= T(1) && n < T(kMaxSamples) ? int64_t(n) : n >= T(kMaxSamples) ? kMaxSamples : int64_t(0);
   };
   const int64_t grid_h = grid(roi_h, o.out_h), grid_w = grid(roi_w, o.out_w);
+  OPFORGE_CHECK(size_mul(grid_h, grid_w) <= kMaxSamples / size_mul(o.out_h, o.out_w), "a roi of ", double(roi_w), "x", double(roi_h),
+                " pixels needs ", grid_h, "x", grid_w, " samples per bin for ", o.out_h * o.out_w,
+                " bins, more than the ", kMaxSamples, " a roi may have (set sampling_ratio)");
   bin_samples(height, width, o, start_h, start_w, bin_h, bin_w, grid_h, grid_w, out);
   return grid_h * grid_w;
 }
@@ -178,14 +187,14 @@ void pool_rows(const T* image, T* out, int64_t channels, const std::vector<Sampl
 /// Whether to pool from a channels-last copy of X: when the rois' taps outnumber X's pixels
 /// (a detector's hundreds of rois), so that copying X once costs less than the strided reads.
 bool channels_last(int64_t channels, int64_t plane, int64_t batches, int64_t num_rois, int64_t bins) {
-  return channels >= 4 && num_rois * bins * 4 >= batches * plane;
+  return channels >= 4 && size_mul(size_mul(num_rois, bins), 4) >= size_mul(batches, plane);
 }
 
 int64_t align_workspace(InferContext& ctx) {
   const AlignOptions o = align_options(ctx);
   Tensor x = ctx.input(0), rois = ctx.input(1);
   const int64_t plane = x.size(2) * x.size(3);
-  if (!channels_last(x.size(1), plane, x.size(0), rois.size(0), o.out_h * o.out_w)) return 0;
+  if (!channels_last(x.size(1), plane, x.size(0), rois.size(0), size_mul(o.out_h, o.out_w))) return 0;
   return x.numel() * opforge::dtype_size(x.dtype());
 }
 
@@ -209,11 +218,15 @@ template <class T> void to_channels_last(const KernelContext& ctx, const T* x, T
 template <class T> void align_compute_typed(KernelContext& ctx, const AlignOptions& o) {
   Tensor x = ctx.input(0), rois = ctx.input(1), batch = ctx.input(2), y = ctx.output(0);
   const int64_t batches = x.size(0), channels = x.size(1), height = x.size(2), width = x.size(3);
-  const int64_t num_rois = rois.size(0), bins = o.out_h * o.out_w, plane = height * width;
+  const int64_t num_rois = rois.size(0), bins = size_mul(o.out_h, o.out_w), plane = height * width;
   const std::vector<int64_t> batch_of = read_ints(batch);
   for (int64_t n = 0; n < num_rois; ++n)
     OPFORGE_CHECK(batch_of[size_t(n)] >= 0 && batch_of[size_t(n)] < batches, "input 'batch_indices' holds ",
                   batch_of[size_t(n)], " at roi ", n, ", outside the batch of ", batches);
+  if (plane == 0) {  // no pixel to sample: every sample lies outside X
+    std::fill(y.data<T>(), y.data<T>() + y.numel(), T(0));
+    return;
+  }
   const bool rows = channels_last(channels, plane, batches, num_rois, bins);
   T* hwc = rows ? ctx.workspace<T>() : nullptr;
   OPFORGE_CHECK(!rows || (hwc != nullptr && ctx.workspace_bytes() >= x.nbytes()),
