@@ -223,6 +223,26 @@ def test_roi_align_double_and_mask_rcnn_shape(kernels):
     roi_check(kernels, x.astype(np.float32), rois.astype(np.float32), np.zeros(40, np.int64), attrs, 16)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_roi_align_and_max_roi_pool_16_bit_floats(kernels, dtype):
+    """16-bit inputs compute in float: onnxruntime's float result rounded to the 16-bit type,
+    exactly (onnxruntime's CPU kernels take no 16-bit floats)."""
+    import ml_dtypes
+
+    low = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(np.float16)
+    x, rois = X.astype(low), roi_boxes().astype(low)
+    indices = RNG.integers(0, 2, len(rois)).astype(np.int64)
+    attrs = {"output_height": 3, "output_width": 2, "sampling_ratio": 2}
+    want = run_onnxruntime("RoiAlign", [x.astype(np.float32), rois.astype(np.float32), indices], attrs, 16)[0]
+    got = kernels.op("RoiAlign", domain="", version=16)(x, rois, indices, **attrs)
+    assert got.dtype == low
+    np.testing.assert_array_equal(got.astype(np.float32), want.astype(low).astype(np.float32))
+    rois5 = np.concatenate([indices[:, None], roi_boxes()], 1).astype(low)
+    want = run_onnxruntime("MaxRoiPool", [x.astype(np.float32), rois5.astype(np.float32)], {"pooled_shape": [2, 3]}, 1)[0]
+    got = kernels.op("MaxRoiPool", domain="", version=1)(x, rois5, pooled_shape=[2, 3])
+    np.testing.assert_array_equal(got.astype(np.float32), want)
+
+
 def test_roi_align_empty_and_bad_inputs(kernels):
     roi_align = kernels.op("RoiAlign", domain="", version=16)
     got = roi_align(X, np.zeros((0, 4), np.float32), np.zeros(0, np.int64), output_height=2, output_width=2)
@@ -318,6 +338,22 @@ def test_deform_conv_double_and_resnet_sized(kernels):
     deform_check(kernels, *deform_inputs(dtype=np.float64), rtol=1e-10, atol=1e-10)
     inputs, attrs = deform_inputs(n=1, c=64, h=25, w=34, oc=64, offset_group=2)
     deform_check(kernels, inputs, attrs, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype,rtol", [("float16", 2 ** -10), ("bfloat16", 2 ** -7)])   # two 16-bit ulps
+def test_deform_conv_16_bit_floats(kernels, dtype, rtol):
+    """16-bit inputs compute in float: onnxruntime's float result within the 16-bit rounding."""
+    import ml_dtypes
+
+    low = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(np.float16)
+    inputs, attrs = deform_inputs(offset_group=2)
+    inputs = [v.astype(low) for v in inputs]
+    want = run_onnxruntime("DeformConv", [v.astype(np.float32) for v in inputs], attrs, 19)[0]
+    got = kernels.op("DeformConv", domain="", version=22)(*inputs, **attrs)
+    assert got.dtype == low
+    atol = 1e-5 * float(np.abs(want).max())
+    assert_close(got.astype(np.float32), want, rtol, atol, f"DeformConv {dtype}")
+    assert_would_catch(got.astype(np.float32), want, rtol, atol, f"DeformConv {dtype}", error=0.02)
 
 
 def test_deform_conv_agrees_with_onnx_reference(kernels):

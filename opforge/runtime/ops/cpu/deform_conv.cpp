@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "float_io.h"
 #include "gemm_blas.h"
 
 namespace {
@@ -103,7 +104,8 @@ void infer(InferContext& ctx) {
 /// The column matrix, (channels * kH * kW) x (oH * oW), of one image.
 int64_t workspace(InferContext& ctx) {
   const Geometry g = geometry(ctx);
-  return g.channels * g.taps() * g.points() * opforge::dtype_size(ctx.input(0).dtype());
+  const int64_t compute_size = ctx.input(0).dtype() == OPF_FLOAT64 ? sizeof(double) : sizeof(float);
+  return g.channels * g.taps() * g.points() * compute_size;
 }
 
 /// One bilinear read: four plane offsets and their weights (mask folded in; zero outside X).
@@ -146,16 +148,12 @@ void deformed_taps(const Geometry& g, const T* offset, const T* mask, std::vecto
   }
 }
 
-template <class T> void compute_typed(KernelContext& ctx, const Geometry& g) {
+/// DeformConv in compute type T: `in` holds X, W, offset, B and mask as T (null when absent).
+template <class T> void compute_typed(KernelContext& ctx, const Geometry& g, const T* const (&in)[5], T* y) {
   const int64_t points = g.points(), taps = g.taps(), plane = g.height * g.width;
   const int64_t per_offset_group = g.channels / g.offset_group, in_per_group = g.channels / g.group;
   const int64_t out_per_group = g.out_channels / g.group, rows = in_per_group * taps;
-  const T* x = ctx.input(0).data<T>();
-  const T* weights = ctx.input(1).data<T>();
-  const T* offset = ctx.input(2).data<T>();
-  const T* bias = ctx.has_input(3) ? ctx.input(3).data<T>() : nullptr;
-  const T* mask = ctx.has_input(4) ? ctx.input(4).data<T>() : nullptr;
-  T* y = ctx.output(0).data<T>();
+  const T *x = in[0], *weights = in[1], *offset = in[2], *bias = in[3], *mask = in[4];
   T* col = ctx.workspace<T>();
   OPFORGE_CHECK(col != nullptr || g.channels * taps * points == 0, "DeformConv got no workspace for its columns");
   std::vector<std::vector<Tap<T>>> tap_sets(static_cast<size_t>(g.offset_group));
@@ -196,21 +194,31 @@ void compute(KernelContext& ctx) {
       OPFORGE_CHECK(ctx.input(i).dtype() == x.dtype(), "input #", i, " must have X's dtype ",
                     opforge::dtype_name(x.dtype()), ", got ", opforge::dtype_name(ctx.input(i).dtype()));
   opforge_nn::check_blas_dims(g.out_channels / g.group, g.points(), g.channels / g.group * g.taps());
-  if (x.dtype() == OPF_FLOAT64)
-    compute_typed<double>(ctx, g);
-  else
-    compute_typed<float>(ctx, g);
+  Tensor y = ctx.output(0);
+  dispatch_compute(x, "X", [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    std::vector<C> keep[5], keep_y;
+    const C* in[5] = {};
+    for (int i = 0; i < 5; ++i)
+      if (ctx.has_input(i)) in[i] = floats_of<C>(ctx.input(i), keep[i], "input");
+    const bool direct = x.dtype() == int32_t(opforge::dtype_of<C>::value);
+    if (!direct) keep_y.resize(size_t(y.numel()));
+    compute_typed<C>(ctx, g, in, direct ? y.data<C>() : keep_y.data());
+    if (!direct) write_floats(keep_y.data(), y);
+  });
 }
 
 }  // namespace
 
+#define DEFORM_FLOATS {opforge::f32, opforge::f64, opforge::f16, opforge::bf16}
+
 OPFORGE_OP(DeformConv)
     .since(19)
-    .input("X", {opforge::f32, opforge::f64})
-    .input("W", {opforge::f32, opforge::f64})
-    .input("offset", {opforge::f32, opforge::f64})
-    .optional_input("B", {opforge::f32, opforge::f64})
-    .optional_input("mask", {opforge::f32, opforge::f64})
+    .input("X", DEFORM_FLOATS)
+    .input("W", DEFORM_FLOATS)
+    .input("offset", DEFORM_FLOATS)
+    .optional_input("B", DEFORM_FLOATS)
+    .optional_input("mask", DEFORM_FLOATS)
     .output("Y")
     .optional_attr("dilations", opforge::AttrType::Ints)
     .attr("group", int64_t(1))

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "float_io.h"
 #include "roi_pool.h"
 
 namespace {
@@ -195,7 +196,7 @@ int64_t align_workspace(InferContext& ctx) {
   Tensor x = ctx.input(0), rois = ctx.input(1);
   const int64_t plane = x.size(2) * x.size(3);
   if (!channels_last(x.size(1), plane, x.size(0), rois.size(0), size_mul(o.out_h, o.out_w))) return 0;
-  return x.numel() * opforge::dtype_size(x.dtype());
+  return x.numel() * int64_t(x.dtype() == OPF_FLOAT64 ? sizeof(double) : sizeof(float));  // the compute type
 }
 
 /// X (N, C, H*W) -> (N, H*W, C), in tiles that keep both sides in cache.
@@ -215,7 +216,9 @@ template <class T> void to_channels_last(const KernelContext& ctx, const T* x, T
   });
 }
 
-template <class T> void align_compute_typed(KernelContext& ctx, const AlignOptions& o) {
+/// RoiAlign in compute type T over X, rois and Y as T (16-bit floats converted around it).
+template <class T>
+void align_compute_typed(KernelContext& ctx, const AlignOptions& o, const T* src, const T* boxes, T* dst) {
   Tensor x = ctx.input(0), rois = ctx.input(1), batch = ctx.input(2), y = ctx.output(0);
   const int64_t batches = x.size(0), channels = x.size(1), height = x.size(2), width = x.size(3);
   const int64_t num_rois = rois.size(0), bins = size_mul(o.out_h, o.out_w), plane = height * width;
@@ -224,25 +227,25 @@ template <class T> void align_compute_typed(KernelContext& ctx, const AlignOptio
     OPFORGE_CHECK(batch_of[size_t(n)] >= 0 && batch_of[size_t(n)] < batches, "input 'batch_indices' holds ",
                   batch_of[size_t(n)], " at roi ", n, ", outside the batch of ", batches);
   if (plane == 0) {  // no pixel to sample: every sample lies outside X
-    std::fill(y.data<T>(), y.data<T>() + y.numel(), T(0));
+    std::fill(dst, dst + y.numel(), T(0));
     return;
   }
   const bool rows = channels_last(channels, plane, batches, num_rois, bins);
   T* hwc = rows ? ctx.workspace<T>() : nullptr;
-  OPFORGE_CHECK(!rows || (hwc != nullptr && ctx.workspace_bytes() >= x.nbytes()),
+  OPFORGE_CHECK(!rows || (hwc != nullptr && ctx.workspace_bytes() >= x.numel() * int64_t(sizeof(T))),
                 "RoiAlign got no workspace for its channels-last copy of X");
-  if (rows) to_channels_last(ctx, x.data<T>(), hwc, batches, channels, plane);
+  if (rows) to_channels_last(ctx, src, hwc, batches, channels, plane);
   ctx.parallel_for(num_rois, 1, [&](int64_t begin, int64_t end) {
     std::vector<Sample<T>> samples;
     std::vector<T> acc;
     for (int64_t n = begin; n < end; ++n) {
-      const int64_t per_bin = roi_samples(rois.data<T>() + n * 4, o, height, width, samples);
+      const int64_t per_bin = roi_samples(boxes + n * 4, o, height, width, samples);
       const int64_t image = batch_of[size_t(n)] * channels * plane;
-      T* out = y.data<T>() + n * channels * bins;
+      T* out = dst + n * channels * bins;
       if (rows)
         pool_rows(hwc + image, out, channels, samples, per_bin, bins, o.max_mode, acc);
       else
-        pool_planes(x.data<T>() + image, out, channels, plane, samples, per_bin, bins, o.max_mode);
+        pool_planes(src + image, out, channels, plane, samples, per_bin, bins, o.max_mode);
     }
   });
 }
@@ -253,15 +256,21 @@ void align_compute(KernelContext& ctx) {
   check_rois(x, rois, 4, &batch);
   OPFORGE_CHECK(rois.dtype() == x.dtype(), "input 'rois' must have X's dtype ", opforge::dtype_name(x.dtype()),
                 ", got ", opforge::dtype_name(rois.dtype()));
-  if (x.dtype() == OPF_FLOAT64)
-    align_compute_typed<double>(ctx, o);
-  else
-    align_compute_typed<float>(ctx, o);
+  Tensor y = ctx.output(0);
+  dispatch_compute(x, "X", [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    std::vector<C> keep_x, keep_rois, keep_y;
+    const bool direct = x.dtype() == int32_t(opforge::dtype_of<C>::value);
+    if (!direct) keep_y.resize(size_t(y.numel()));
+    align_compute_typed<C>(ctx, o, floats_of<C>(x, keep_x, "X"), floats_of<C>(rois, keep_rois, "rois"),
+                           direct ? y.data<C>() : keep_y.data());
+    if (!direct) write_floats(keep_y.data(), y);
+  });
 }
 
 }  // namespace
 
-#define ROI_FLOATS {opforge::f32, opforge::f64}
+#define ROI_FLOATS {opforge::f32, opforge::f64, opforge::f16, opforge::bf16}
 
 OPFORGE_OP(RoiAlign)
     .since(10)
