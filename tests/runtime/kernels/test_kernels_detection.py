@@ -1,4 +1,5 @@
-"""Detection ops (NonMaxSuppression, RoiAlign, MaxRoiPool, DeformConv) checked against onnxruntime."""
+"""Detection ops (NonMaxSuppression, RoiAlign, MaxRoiPool, CropAndResize, DeformConv) checked against
+onnxruntime."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -291,6 +292,44 @@ def test_max_roi_pool_bad_batch_index(kernels):
     rois = np.array([[2, 0, 0, 4, 4]], np.float32)
     with pytest.raises(opforge.OpError, match="batch"):
         kernels.op("MaxRoiPool", domain="", version=1)(X, rois, pooled_shape=[2, 2])
+
+
+# CropAndResize (com.microsoft) ------------------------------------------------------------------
+
+def crop_check(kernels, x, rois, indices, size, attrs):
+    inputs = [x, rois, indices, np.array(size, np.int32)]
+    want = run_onnxruntime("CropAndResize", inputs, attrs, 1, domain="com.microsoft")[0]
+    got = kernels.op("CropAndResize", domain="com.microsoft", version=1)(*inputs, **attrs)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("size", [[5, 4], [1, 3], [7, 1], [1, 1]])
+def test_crop_and_resize_matches_onnxruntime(kernels, mode, size):
+    """TF-style normalised [y1, x1, y2, x2] boxes, some flipped, some reaching outside the image."""
+    rois = RNG.uniform(-0.2, 1.2, (12, 4)).astype(np.float32)
+    indices = RNG.integers(0, 2, 12).astype(np.int32)
+    for extrapolation in (0.0, -1.5):
+        crop_check(kernels, X, rois, indices, size, {"mode": mode, "extrapolation_value": extrapolation})
+
+
+def test_crop_and_resize_float16_and_bad_inputs(kernels):
+    rois = RNG.uniform(0, 1, (6, 4)).astype(np.float32)
+    indices = np.zeros(6, np.int32)
+    size = np.array([3, 4], np.int32)
+    want = run_onnxruntime("CropAndResize", [X.astype(np.float16).astype(np.float32),
+                                             rois.astype(np.float16).astype(np.float32), indices, size],
+                           {}, 1, domain="com.microsoft")[0]
+    crop = kernels.op("CropAndResize", domain="com.microsoft", version=1)
+    got = crop(X.astype(np.float16), rois.astype(np.float16), indices, size)
+    np.testing.assert_array_equal(got, want.astype(np.float16))
+    with pytest.raises(opforge.OpError, match="batch_indices"):
+        crop(X, rois, np.full(6, 2, np.int32), size)
+    with pytest.raises(opforge.OpError, match="crop_size"):
+        crop(X, rois, indices, np.array([0, 4], np.int32))
+    with pytest.raises(opforge.OpError, match="mode"):
+        crop(X, rois, indices, size, mode="bicubic")
 
 
 # DeformConv -------------------------------------------------------------------------------------
