@@ -493,3 +493,26 @@ def test_detection_head_runs_natively_and_matches_onnxruntime():
         np.testing.assert_array_equal(selected, want_selected)
         assert len(selected) > 5
         assert_close(detections, want_detections, 1e-4, 1e-4, "detections")
+
+
+# The ops around them at detection sizes ---------------------------------------------------------
+
+def test_topk_and_gathers_at_detection_sizes(kernels):
+    """A detector's candidate selection: TopK over 120k anchor scores (with ties), per-class TopK,
+    then the boxes and scores gathered by the chosen indices, as YOLO/RetinaNet exports run it."""
+    from kernel_check import check
+
+    scores = RNG.uniform(0, 1, (1, 120000)).astype(np.float32)
+    tied = (np.round(scores * 64) / 64).astype(np.float32)
+    k = np.array([1000], np.int64)
+    for data in (scores, tied):
+        check(kernels, "TopK", [data, k], opset=11, num_outputs=2, rtol=0, atol=0)
+    check(kernels, "TopK", [RNG.uniform(0, 1, (1, 80, 1000)).astype(np.float32), np.array([100], np.int64)],
+          {"largest": 1, "sorted": 1}, opset=11, num_outputs=2, rtol=0, atol=0)
+    boxes = RNG.uniform(0, 1, (120000, 4)).astype(np.float32)
+    picked = RNG.integers(-120000, 120000, 1000).astype(np.int64)
+    check(kernels, "Gather", [boxes, picked], {"axis": 0}, opset=13, rtol=0, atol=0)
+    selected = np.stack([np.zeros(300, np.int64), RNG.integers(0, 80, 300), RNG.integers(0, 1000, 300)], 1)
+    check(kernels, "GatherND", [RNG.uniform(0, 1, (1, 80, 1000)).astype(np.float32), selected], opset=13,
+          rtol=0, atol=0)
+    check(kernels, "Gather", [selected, np.array(2, np.int64)], {"axis": 1}, opset=13, rtol=0, atol=0)
