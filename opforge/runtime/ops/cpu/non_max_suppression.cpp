@@ -182,7 +182,7 @@ template <class Run> std::vector<int64_t> select_all(const Tensor& boxes, const 
 /// The last selection infer made on this thread, with copies of the inputs it was made from:
 /// the host calls infer, then compute, on one thread, so compute need not select twice. A
 /// selection is reused only for byte-identical boxes, scores and parameters, so it is never
-/// stale; any other call selects afresh.
+/// stale; any other call selects afresh. Compute takes the memo, so its copies live no longer.
 struct Memo {
   std::vector<char> boxes, scores;
   Shape box_shape, score_shape;
@@ -211,11 +211,16 @@ struct Memo {
 };
 thread_local Memo memo;
 
+/// Whether input i's value is at hand (an absent or empty optional input needs none).
+bool value_known(const InferContext& ctx, int i) {
+  return !ctx.has_input(i) || ctx.input(i).numel() == 0 || ctx.input(i).has_data();
+}
+
 void infer(InferContext& ctx) {
   Tensor boxes = ctx.input(0), scores = ctx.input(1);
   check_shapes(boxes, scores);
-  const bool known = boxes.has_data() && scores.has_data() && (!ctx.has_input(2) || ctx.input(2).has_data()) &&
-                     (!ctx.has_input(3) || ctx.input(3).has_data()) && (!ctx.has_input(4) || ctx.input(4).has_data());
+  bool known = true;
+  for (int i = 0; i < 5; ++i) known = known && value_known(ctx, i);
   if (!known) {
     ctx.set_output(0, opforge::i64, {-1, 3});
     return;
@@ -230,15 +235,14 @@ void compute(KernelContext& ctx) {
   Tensor boxes = ctx.input(0), scores = ctx.input(1), out = ctx.output(0);
   check_shapes(boxes, scores);
   const Params p = read_params(ctx);
-  std::vector<int64_t> fresh;
-  const std::vector<int64_t>* selected = &memo.selected;
-  if (!memo.matches(boxes, scores, p)) {
-    fresh = select_all(boxes, scores, p, [&](int64_t n, auto&& fn) { ctx.parallel_for(n, 1, fn); });
-    selected = &fresh;
-  }
-  OPFORGE_CHECK(out.numel() == int64_t(selected->size()), "output 'selected_indices' holds ", out.numel() / 3,
-                " rows, the selection has ", selected->size() / 3);
-  std::copy(selected->begin(), selected->end(), out.data<int64_t>());
+  Memo taken;
+  std::swap(taken, memo);
+  std::vector<int64_t> selected = taken.matches(boxes, scores, p)
+      ? std::move(taken.selected)
+      : select_all(boxes, scores, p, [&](int64_t n, auto&& fn) { ctx.parallel_for(n, 1, fn); });
+  OPFORGE_CHECK(out.numel() == int64_t(selected.size()), "output 'selected_indices' holds ", out.numel() / 3,
+                " rows, the selection has ", selected.size() / 3);
+  std::copy(selected.begin(), selected.end(), out.data<int64_t>());
 }
 
 }  // namespace
