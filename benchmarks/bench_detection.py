@@ -6,12 +6,14 @@ NonMaxSuppression on a detector's post-processing (1000 boxes x 80 classes, 100 
 0.5, score threshold 0.05) and RoiAlign on Mask R-CNN's box head (1000 rois on a 256x50x68 FPN
 level, 7x7 bins, sampling_ratio 2, spatial_scale 1/16; and 14x14 for the mask head); DeformConv as
 DCNv2 runs in a ResNet stage (256 -> 256 channels, 3x3, on 50x68, with mask and bias). Prints the
-load average, each runtime's median latency (runs interleaved) and the ratio; outputs are checked
-first (NMS rows equal, floats within 1e-5, DeformConv's long sums within 1e-4).
+load average, each runtime's median latency (runs interleaved, at least --repeat of them and about
+two seconds' worth) and the ratio; outputs are checked first (NMS rows equal, floats within 1e-5,
+DeformConv's long sums within 1e-4).
 """
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -88,6 +90,9 @@ def compare(name, model, feeds, threads, repeat):
     tolerance = 1e-4 if name.startswith("DeformConv") else 1e-5
     ok = got.shape == want.shape and (np.array_equal(got, want) if got.dtype == np.int64
                                       else np.allclose(got, want, rtol=tolerance, atol=tolerance))
+    start = time.perf_counter()
+    ref.run(None, feeds)
+    repeat = max(repeat, int(2.0 / (time.perf_counter() - start)))  # about 2 s each: short runs are noisy
     ort_time, ours_time = median_times([lambda: ref.run(None, feeds), lambda: sess.run(None, feeds)], repeat)
     print(f"{name:42s} onnxruntime {ort_time * 1e3:8.2f} ms  opforge {ours_time * 1e3:8.2f} ms  "
           f"ratio {ours_time / ort_time:5.2f}  {'match' if ok else 'MISMATCH'}")

@@ -112,6 +112,18 @@ def test_nms_detection_sized(kernels):
     assert len(got) > 1000
 
 
+def test_nms_torchvision_batched_single_class(kernels):
+    """torchvision's export: every class's boxes offset apart, one NMS over them with
+    max_output_boxes_per_class = sys.maxsize and no score threshold."""
+    classes = RNG.integers(0, 20, 2000)
+    corner = RNG.uniform(0, 600, (2000, 2))
+    boxes = np.concatenate([corner, corner + RNG.uniform(5, 150, (2000, 2))], 1) + classes[:, None] * 1000.0
+    scores = RNG.uniform(0, 1, (1, 1, 2000)).astype(np.float32)
+    got = nms_check(kernels, [boxes[None].astype(np.float32), scores, np.array([2 ** 63 - 1], np.int64),
+                              np.array([0.7], np.float32)])
+    assert 200 < len(got) < 2000
+
+
 def test_nms_bad_inputs_name_the_input(kernels):
     boxes, scores, max_out, _, _ = nms_inputs()
     nms = kernels.op("NonMaxSuppression", domain="", version=11)
