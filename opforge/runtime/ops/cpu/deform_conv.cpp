@@ -3,6 +3,7 @@
 // bilinearly with zeros outside the image, times an optional mask; the sampled columns then go
 // through one GEMM per group, as an im2col convolution's do.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <vector>
 
@@ -108,17 +109,21 @@ int64_t workspace(InferContext& ctx) {
   return g.channels * g.taps() * g.points() * compute_size;
 }
 
-/// One bilinear read: four plane offsets and their weights (mask folded in; zero outside X).
-template <class T> struct Tap {
-  int64_t pos[4];
-  T w[4];
+/// The bilinear reads of every (kernel tap, output point) of one offset group, by field so that
+/// the column loop vectorises (as gathers): four plane offsets and four weights per read (mask
+/// folded in; zero outside X).
+template <class T> struct Taps {
+  std::vector<int32_t> pos[4];
+  std::vector<T> w[4];
 };
 
-/// The taps of every (kernel tap, output point) of one offset group of image n.
-template <class T>
-void deformed_taps(const Geometry& g, const T* offset, const T* mask, std::vector<Tap<T>>& out) {
+/// The taps of one offset group of image n.
+template <class T> void deformed_taps(const Geometry& g, const T* offset, const T* mask, Taps<T>& out) {
   const int64_t points = g.points();
-  out.resize(size_t(g.taps() * points));
+  for (int c = 0; c < 4; ++c) {
+    out.pos[c].resize(size_t(g.taps() * points));
+    out.w[c].resize(size_t(g.taps() * points));
+  }
   for (int64_t k = 0; k < g.taps(); ++k) {
     const int64_t ki = k / g.kernel_w, kj = k % g.kernel_w;
     const T* dy = offset + (2 * k) * points;
@@ -128,9 +133,9 @@ void deformed_taps(const Geometry& g, const T* offset, const T* mask, std::vecto
       const T h = T(oh * g.stride_h - g.pad_top + ki * g.dilation_h) + dy[p];
       const T w = T(ow * g.stride_w - g.pad_left + kj * g.dilation_w) + dx[p];
       const T m = mask ? mask[k * points + p] : T(1);
-      Tap<T>& t = out[size_t(k * points + p)];
+      const size_t at = size_t(k * points + p);
       if (!(h > T(-2) && h < T(g.height + 1) && w > T(-2) && w < T(g.width + 1))) {  // far outside, or NaN
-        t = {{0, 0, 0, 0}, {T(0), T(0), T(0), T(0)}};
+        for (int c = 0; c < 4; ++c) out.pos[c][at] = 0, out.w[c][at] = T(0);
         continue;
       }
       const T h0f = std::floor(h), w0f = std::floor(w);
@@ -141,8 +146,8 @@ void deformed_taps(const Geometry& g, const T* offset, const T* mask, std::vecto
       for (int c = 0; c < 4; ++c) {
         const int64_t r = rows[c / 2], q = cols[c % 2];
         const bool inside = r >= 0 && r < g.height && q >= 0 && q < g.width;
-        t.pos[c] = inside ? r * g.width + q : 0;
-        t.w[c] = inside ? wr[c / 2] * wc[c % 2] * m : T(0);
+        out.pos[c][at] = inside ? int32_t(r * g.width + q) : 0;
+        out.w[c][at] = inside ? wr[c / 2] * wc[c % 2] * m : T(0);
       }
     }
   }
@@ -156,7 +161,8 @@ template <class T> void compute_typed(KernelContext& ctx, const Geometry& g, con
   const T *x = in[0], *weights = in[1], *offset = in[2], *bias = in[3], *mask = in[4];
   T* col = ctx.workspace<T>();
   OPFORGE_CHECK(col != nullptr || g.channels * taps * points == 0, "DeformConv got no workspace for its columns");
-  std::vector<std::vector<Tap<T>>> tap_sets(static_cast<size_t>(g.offset_group));
+  OPFORGE_CHECK(plane <= INT32_MAX, "input 'X' has ", plane, " pixels per channel, more than DeformConv indexes");
+  std::vector<Taps<T>> tap_sets(static_cast<size_t>(g.offset_group));
   for (int64_t n = 0; n < g.batch; ++n) {
     ctx.parallel_for(g.offset_group, 1, [&](int64_t begin, int64_t end) {
       for (int64_t og = begin; og < end; ++og)
@@ -166,14 +172,19 @@ template <class T> void compute_typed(KernelContext& ctx, const Geometry& g, con
     const T* image = x + n * g.channels * plane;
     ctx.parallel_for(g.channels * taps, std::max<int64_t>(1, 4096 / std::max<int64_t>(points, 1)),
                      [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row) {
-        const int64_t c = row / taps, k = row % taps;
+      // Unit u fills column row c * taps + k, k-major so that neighbouring units share k's taps
+      // in cache (one offset group's taps for all k outgrow it).
+      for (int64_t u = begin; u < end; ++u) {
+        const int64_t k = u / g.channels, c = u % g.channels;
         const T* src = image + c * plane;
-        const Tap<T>* t = tap_sets[size_t(c / per_offset_group)].data() + k * points;
-        T* dst = col + row * points;
+        const Taps<T>& t = tap_sets[size_t(c / per_offset_group)];
+        const int32_t *p0 = t.pos[0].data() + k * points, *p1 = t.pos[1].data() + k * points;
+        const int32_t *p2 = t.pos[2].data() + k * points, *p3 = t.pos[3].data() + k * points;
+        const T *w0 = t.w[0].data() + k * points, *w1 = t.w[1].data() + k * points;
+        const T *w2 = t.w[2].data() + k * points, *w3 = t.w[3].data() + k * points;
+        T* dst = col + (c * taps + k) * points;
         for (int64_t p = 0; p < points; ++p)
-          dst[p] = t[p].w[0] * src[t[p].pos[0]] + t[p].w[1] * src[t[p].pos[1]] + t[p].w[2] * src[t[p].pos[2]] +
-                   t[p].w[3] * src[t[p].pos[3]];
+          dst[p] = w0[p] * src[p0[p]] + w1[p] * src[p1[p]] + w2[p] * src[p2[p]] + w3[p] * src[p3[p]];
       }
     });
     T* out = y + n * g.out_channels * points;
