@@ -1,0 +1,196 @@
+// ml_tree.h: a tree ensemble (TreeEnsembleRegressor/Classifier's node and leaf attributes) laid
+// out for walking: nodes in one array with their children's positions resolved, each leaf's
+// weights in one run. Built once per node (kept with KernelContext::state) and checked then: ids
+// that resolve, children in their own tree, no cycles, targets and features in range.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "common.h"
+
+namespace opforge_ml {
+
+/// How a node compares a feature with its threshold; LEAF ends a walk.
+enum class Mode : uint8_t { Leq, Lt, Gte, Gt, Eq, Neq, Leaf };
+
+inline Mode node_mode(const std::string& name) {
+  static const char* names[] = {"BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ", "LEAF"};
+  for (int m = 0; m < 7; ++m)
+    if (name == names[m]) return Mode(m);
+  throw opforge::Error("nodes_modes holds '" + name + "', not a BRANCH_* mode or LEAF");
+}
+
+/// One node. A branch goes to `next_true` or `next_false` (positions in Forest::nodes); a leaf's
+/// weights are Forest::weights[first, first + count).
+template <class T> struct TreeNode {
+  T threshold;
+  int32_t feature;
+  int32_t next_true;   ///< a leaf: its first weight
+  int32_t next_false;  ///< a leaf: its weight count
+  Mode mode;
+  bool missing_true;   ///< a NaN feature takes the true branch
+};
+
+/// One leaf weight: `value` added to (or compared with) target or class `target`.
+template <class T> struct LeafWeight {
+  int32_t target;
+  T value;
+};
+
+/// A whole ensemble. T is the type of thresholds and scores (float, or double when the model
+/// gives its values as double tensors).
+template <class T> struct Forest {
+  std::vector<TreeNode<T>> nodes;
+  std::vector<int32_t> roots;          ///< one per tree, in the order trees first appear
+  std::vector<LeafWeight<T>> weights;
+  int64_t targets = 0;                 ///< targets (regressor) or classes (classifier)
+  int64_t features = 0;                ///< 1 + the largest feature id a branch reads
+  bool weights_positive = true;        ///< no weight below zero
+  int64_t weight_targets = 0;          ///< distinct targets that any weight goes to
+
+  /// The leaf `x` (one row of features) reaches from root position `at`.
+  template <class X> const TreeNode<T>& leaf(int32_t at, const X* x) const {
+    const TreeNode<T>* n = &nodes[size_t(at)];
+    while (n->mode != Mode::Leaf) {
+      const X v = x[n->feature];
+      bool go;
+      switch (n->mode) {
+        case Mode::Leq: go = v <= n->threshold; break;
+        case Mode::Lt: go = v < n->threshold; break;
+        case Mode::Gte: go = v >= n->threshold; break;
+        case Mode::Gt: go = v > n->threshold; break;
+        case Mode::Eq: go = v == n->threshold; break;
+        default: go = v != n->threshold; break;
+      }
+      go = go || (n->missing_true && std::isnan(double(v)));
+      n = &nodes[size_t(go ? n->next_true : n->next_false)];
+    }
+    return *n;
+  }
+};
+
+/// The node and leaf attributes, as read from the op (prefix "target_" or "class_" for leaves).
+template <class T> struct ForestSpec {
+  std::vector<int64_t> tree_ids, node_ids, features, true_ids, false_ids, missing_true;
+  std::vector<T> thresholds;
+  std::vector<std::string> modes;
+  std::vector<int64_t> leaf_tree_ids, leaf_node_ids, leaf_targets;
+  std::vector<T> leaf_weights;
+  int64_t targets = 0;
+};
+
+namespace detail {
+
+inline uint64_t key(int64_t tree, int64_t node) { return (uint64_t(uint32_t(tree)) << 32) | uint32_t(node); }
+
+inline void check_id(int64_t id, const char* what) {
+  OPFORGE_CHECK(id >= 0 && id <= INT32_MAX, what, " ", id, " is out of range");
+}
+
+/// Fails on a cycle or a path longer than the tree has nodes, from each root.
+template <class T> void check_acyclic(const Forest<T>& f, std::vector<int64_t>& tree_of) {
+  std::vector<uint8_t> seen(f.nodes.size(), 0);
+  std::vector<int32_t> stack;
+  for (int32_t root : f.roots) {
+    stack.assign(1, root);
+    while (!stack.empty()) {
+      const int32_t at = stack.back();
+      stack.pop_back();
+      OPFORGE_CHECK(!seen[size_t(at)], "tree ", tree_of[size_t(at)], " is not a tree: node position ", at,
+                    " is reached twice");
+      seen[size_t(at)] = 1;
+      const TreeNode<T>& n = f.nodes[size_t(at)];
+      if (n.mode == Mode::Leaf) continue;
+      stack.push_back(n.next_true);
+      stack.push_back(n.next_false);
+    }
+  }
+}
+
+}  // namespace detail
+
+/// Lays out and checks the ensemble `s` describes; throws naming the first bad id.
+template <class T> Forest<T> build_forest(const ForestSpec<T>& s) {
+  const size_t n = s.node_ids.size();
+  OPFORGE_CHECK(n > 0, "the ensemble has no nodes");
+  OPFORGE_CHECK(s.tree_ids.size() == n && s.features.size() == n && s.true_ids.size() == n &&
+                    s.false_ids.size() == n && s.thresholds.size() == n && s.modes.size() == n &&
+                    (s.missing_true.empty() || s.missing_true.size() == n),
+                "the nodes_* attributes must all have one entry per node (", n, " nodes_nodeids)");
+  OPFORGE_CHECK(s.leaf_node_ids.size() == s.leaf_tree_ids.size() && s.leaf_targets.size() == s.leaf_tree_ids.size() &&
+                    s.leaf_weights.size() == s.leaf_tree_ids.size(),
+                "the leaf attributes (treeids, nodeids, ids, weights) must all have one entry per weight");
+  Forest<T> f;
+  f.targets = s.targets;
+  f.nodes.resize(n);
+  std::unordered_map<uint64_t, int32_t> position;
+  std::unordered_map<int64_t, bool> tree_seen;
+  position.reserve(n);
+  std::vector<int64_t> tree_of(n);
+  for (size_t i = 0; i < n; ++i) {
+    detail::check_id(s.tree_ids[i], "tree id");
+    detail::check_id(s.node_ids[i], "node id");
+    OPFORGE_CHECK(position.emplace(detail::key(s.tree_ids[i], s.node_ids[i]), int32_t(i)).second, "node ",
+                  s.node_ids[i], " of tree ", s.tree_ids[i], " is given twice");
+    if (tree_seen.emplace(s.tree_ids[i], true).second) f.roots.push_back(int32_t(i));
+    tree_of[i] = s.tree_ids[i];
+  }
+  for (size_t i = 0; i < n; ++i) {
+    TreeNode<T>& node = f.nodes[i];
+    node.mode = node_mode(s.modes[i]);
+    node.threshold = s.thresholds[i];
+    node.missing_true = !s.missing_true.empty() && s.missing_true[i] != 0;
+    node.next_true = node.next_false = 0;
+    node.feature = 0;
+    if (node.mode == Mode::Leaf) continue;
+    OPFORGE_CHECK(s.features[i] >= 0 && s.features[i] < INT32_MAX, "node ", s.node_ids[i], " of tree ",
+                  s.tree_ids[i], " reads feature ", s.features[i]);
+    node.feature = int32_t(s.features[i]);
+    f.features = std::max(f.features, s.features[i] + 1);
+    for (int side = 0; side < 2; ++side) {
+      const int64_t child = side ? s.false_ids[i] : s.true_ids[i];
+      auto found = position.find(detail::key(s.tree_ids[i], child));
+      OPFORGE_CHECK(child >= 0 && child <= INT32_MAX && found != position.end(), "node ", s.node_ids[i],
+                    " of tree ", s.tree_ids[i], " goes to node ", child, ", which that tree does not have");
+      (side ? node.next_false : node.next_true) = found->second;
+    }
+  }
+  detail::check_acyclic(f, tree_of);
+  // Weights sorted by (tree, node), then as given: the order onnxruntime adds them in.
+  std::vector<std::pair<uint64_t, int32_t>> order(s.leaf_tree_ids.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    detail::check_id(s.leaf_tree_ids[k], "leaf tree id");
+    detail::check_id(s.leaf_node_ids[k], "leaf node id");
+    order[k] = {detail::key(s.leaf_tree_ids[k], s.leaf_node_ids[k]), int32_t(k)};
+  }
+  std::sort(order.begin(), order.end());
+  std::vector<uint8_t> used(size_t(std::max<int64_t>(s.targets, 0)), 0);
+  for (const auto& [k, index] : order) {
+    auto found = position.find(k);
+    OPFORGE_CHECK(found != position.end(), "a weight goes to node ", s.leaf_node_ids[size_t(index)], " of tree ",
+                  s.leaf_tree_ids[size_t(index)], ", which the ensemble does not have");
+    TreeNode<T>& leaf = f.nodes[size_t(found->second)];
+    OPFORGE_CHECK(leaf.mode == Mode::Leaf, "a weight goes to node ", s.leaf_node_ids[size_t(index)], " of tree ",
+                  s.leaf_tree_ids[size_t(index)], ", which is not a LEAF");
+    const int64_t target = s.leaf_targets[size_t(index)];
+    OPFORGE_CHECK(target >= 0 && target < s.targets, "a weight goes to target or class ", target,
+                  "; the ensemble has ", s.targets);
+    if (leaf.next_false == 0) leaf.next_true = int32_t(f.weights.size());
+    OPFORGE_CHECK(leaf.next_true + leaf.next_false == int32_t(f.weights.size()), "internal: leaf weights out of order");
+    ++leaf.next_false;
+    const T value = s.leaf_weights[size_t(index)];
+    f.weights.push_back({int32_t(target), value});
+    f.weights_positive = f.weights_positive && !(value < 0);
+    f.weight_targets += used[size_t(target)] ? 0 : 1;
+    used[size_t(target)] = 1;
+  }
+  return f;
+}
+
+}  // namespace opforge_ml
