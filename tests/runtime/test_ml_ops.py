@@ -187,6 +187,15 @@ def test_tree_regressor_takes_double_features_and_sums_in_double():
     assert_same(tree_model("TreeEnsembleRegressor", attrs, TensorProto.DOUBLE), {"X": features(rng, dtype=np.float64)})
 
 
+@pytest.mark.parametrize("rows", [1, 8, 203])
+def test_plain_forests_walk_rows_in_blocks_as_onnxruntime_walks_them_one_by_one(rows):
+    # every branch BRANCH_LEQ and no missing values sent true: rows walk each tree together
+    rng = np.random.default_rng(rows)
+    attrs = random_forest_attrs(rng, 6, 4, 3, "target_", modes=["BRANCH_LEQ"])
+    attrs.update(n_targets=3, nodes_missing_value_tracks_true=[0] * len(attrs["nodes_modes"]))
+    assert_same(tree_model("TreeEnsembleRegressor", attrs), {"X": features(rng, rows)})
+
+
 @pytest.mark.parametrize("dtype", [np.int64, np.int32])
 def test_tree_regressor_compares_integer_features_as_floats(dtype):
     # onnxruntime has no integer kernel: the same values as floats are the oracle.

@@ -26,15 +26,23 @@ inline Mode node_mode(const std::string& name) {
   throw opforge::Error("nodes_modes holds '" + name + "', not a BRANCH_* mode or LEAF");
 }
 
-/// One node. A branch goes to `next_true` or `next_false` (positions in Forest::nodes); a leaf's
-/// weights are Forest::weights[first, first + count).
+/// One node, laid out so that a branch's false child is the node right after it (a walk that
+/// goes false reads the next cache line, or the same). A leaf's weights are
+/// Forest::weights[next_true, next_true + feature).
 template <class T> struct TreeNode {
   T threshold;
-  int32_t feature;
+  int32_t feature;     ///< a leaf: its weight count
   int32_t next_true;   ///< a leaf: its first weight
-  int32_t next_false;  ///< a leaf: its weight count
   Mode mode;
   bool missing_true;   ///< a NaN feature takes the true branch
+};
+
+/// A node while the ensemble is being checked: both children by position, a leaf's weights.
+template <class T> struct DraftNode {
+  T threshold;
+  int32_t feature, next_true, next_false, first_weight, weights;
+  Mode mode;
+  bool missing_true;
 };
 
 /// One leaf weight: `value` added to (or compared with) target or class `target`.
@@ -53,6 +61,24 @@ template <class T> struct Forest {
   int64_t features = 0;                ///< 1 + the largest feature id a branch reads
   bool weights_positive = true;        ///< no weight below zero
   int64_t weight_targets = 0;          ///< distinct targets that any weight goes to
+  bool plain = true;                   ///< every branch BRANCH_LEQ, no missing_value_tracks_true
+
+  /// The leaves that rows x[0..R) (each `stride` apart) reach from root position `at`, walked
+  /// together so that their memory reads overlap. Only for a `plain` forest.
+  template <int R, class X> void plain_leaves(int32_t at, const X* x, int64_t stride, const TreeNode<T>** out) const {
+    int32_t pos[R];
+    for (int r = 0; r < R; ++r) pos[r] = at;
+    for (bool moving = true; moving;) {
+      moving = false;
+      for (int r = 0; r < R; ++r) {
+        const TreeNode<T>& n = nodes[size_t(pos[r])];
+        if (n.mode == Mode::Leaf) continue;
+        pos[r] = x[r * stride + n.feature] <= n.threshold ? n.next_true : pos[r] + 1;
+        moving = true;
+      }
+    }
+    for (int r = 0; r < R; ++r) out[r] = &nodes[size_t(pos[r])];
+  }
 
   /// The leaf `x` (one row of features) reaches from root position `at`.
   template <class X> const TreeNode<T>& leaf(int32_t at, const X* x) const {
@@ -69,7 +95,7 @@ template <class T> struct Forest {
         default: go = v != n->threshold; break;
       }
       go = go || (n->missing_true && std::isnan(double(v)));
-      n = &nodes[size_t(go ? n->next_true : n->next_false)];
+      n = go ? &nodes[size_t(n->next_true)] : n + 1;
     }
     return *n;
   }
@@ -93,24 +119,38 @@ inline void check_id(int64_t id, const char* what) {
   OPFORGE_CHECK(id >= 0 && id <= INT32_MAX, what, " ", id, " is out of range");
 }
 
-/// Fails on a cycle or a path longer than the tree has nodes, from each root.
-template <class T> void check_acyclic(const Forest<T>& f, std::vector<int64_t>& tree_of) {
-  std::vector<uint8_t> seen(f.nodes.size(), 0);
-  std::vector<int32_t> stack;
-  for (int32_t root : f.roots) {
+/// The nodes reachable from each root in depth-first order, true child after false child so
+/// that every false child follows its parent; fails on a node reached twice (a cycle, or a
+/// shared subtree). Sets f.roots to the new positions of the roots.
+template <class T>
+std::vector<TreeNode<T>> lay_out(const std::vector<DraftNode<T>>& draft, const std::vector<int64_t>& tree_of,
+                                 std::vector<int32_t>& roots) {
+  std::vector<int32_t> placed(draft.size(), -1), order, stack;
+  order.reserve(draft.size());
+  for (int32_t& root : roots) {
     stack.assign(1, root);
     while (!stack.empty()) {
       const int32_t at = stack.back();
       stack.pop_back();
-      OPFORGE_CHECK(!seen[size_t(at)], "tree ", tree_of[size_t(at)], " is not a tree: node position ", at,
+      OPFORGE_CHECK(placed[size_t(at)] < 0, "tree ", tree_of[size_t(at)], " is not a tree: node position ", at,
                     " is reached twice");
-      seen[size_t(at)] = 1;
-      const TreeNode<T>& n = f.nodes[size_t(at)];
+      placed[size_t(at)] = int32_t(order.size());
+      order.push_back(at);
+      const DraftNode<T>& n = draft[size_t(at)];
       if (n.mode == Mode::Leaf) continue;
       stack.push_back(n.next_true);
       stack.push_back(n.next_false);
     }
+    root = placed[size_t(root)];
   }
+  std::vector<TreeNode<T>> nodes(order.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    const DraftNode<T>& d = draft[size_t(order[k])];
+    const bool leaf = d.mode == Mode::Leaf;
+    nodes[k] = {d.threshold, leaf ? d.weights : d.feature, leaf ? d.first_weight : placed[size_t(d.next_true)], d.mode,
+                d.missing_true};
+  }
+  return nodes;
 }
 
 }  // namespace detail
@@ -128,7 +168,7 @@ template <class T> Forest<T> build_forest(const ForestSpec<T>& s) {
                 "the leaf attributes (treeids, nodeids, ids, weights) must all have one entry per weight");
   Forest<T> f;
   f.targets = s.targets;
-  f.nodes.resize(n);
+  std::vector<DraftNode<T>> draft(n);
   std::unordered_map<uint64_t, int32_t> position;
   std::unordered_map<int64_t, bool> tree_seen;
   position.reserve(n);
@@ -142,13 +182,13 @@ template <class T> Forest<T> build_forest(const ForestSpec<T>& s) {
     tree_of[i] = s.tree_ids[i];
   }
   for (size_t i = 0; i < n; ++i) {
-    TreeNode<T>& node = f.nodes[i];
+    DraftNode<T>& node = draft[i];
     node.mode = node_mode(s.modes[i]);
     node.threshold = s.thresholds[i];
     node.missing_true = !s.missing_true.empty() && s.missing_true[i] != 0;
-    node.next_true = node.next_false = 0;
-    node.feature = 0;
+    node.next_true = node.next_false = node.first_weight = node.weights = node.feature = 0;
     if (node.mode == Mode::Leaf) continue;
+    f.plain = f.plain && node.mode == Mode::Leq && !node.missing_true;
     OPFORGE_CHECK(s.features[i] >= 0 && s.features[i] < INT32_MAX, "node ", s.node_ids[i], " of tree ",
                   s.tree_ids[i], " reads feature ", s.features[i]);
     node.feature = int32_t(s.features[i]);
@@ -161,7 +201,6 @@ template <class T> Forest<T> build_forest(const ForestSpec<T>& s) {
       (side ? node.next_false : node.next_true) = found->second;
     }
   }
-  detail::check_acyclic(f, tree_of);
   // Weights sorted by (tree, node), then as given: the order onnxruntime adds them in.
   std::vector<std::pair<uint64_t, int32_t>> order(s.leaf_tree_ids.size());
   for (size_t k = 0; k < order.size(); ++k) {
@@ -175,21 +214,21 @@ template <class T> Forest<T> build_forest(const ForestSpec<T>& s) {
     auto found = position.find(k);
     OPFORGE_CHECK(found != position.end(), "a weight goes to node ", s.leaf_node_ids[size_t(index)], " of tree ",
                   s.leaf_tree_ids[size_t(index)], ", which the ensemble does not have");
-    TreeNode<T>& leaf = f.nodes[size_t(found->second)];
+    DraftNode<T>& leaf = draft[size_t(found->second)];
     OPFORGE_CHECK(leaf.mode == Mode::Leaf, "a weight goes to node ", s.leaf_node_ids[size_t(index)], " of tree ",
                   s.leaf_tree_ids[size_t(index)], ", which is not a LEAF");
     const int64_t target = s.leaf_targets[size_t(index)];
     OPFORGE_CHECK(target >= 0 && target < s.targets, "a weight goes to target or class ", target,
                   "; the ensemble has ", s.targets);
-    if (leaf.next_false == 0) leaf.next_true = int32_t(f.weights.size());
-    OPFORGE_CHECK(leaf.next_true + leaf.next_false == int32_t(f.weights.size()), "internal: leaf weights out of order");
-    ++leaf.next_false;
+    if (leaf.weights == 0) leaf.first_weight = int32_t(f.weights.size());
+    ++leaf.weights;
     const T value = s.leaf_weights[size_t(index)];
     f.weights.push_back({int32_t(target), value});
     f.weights_positive = f.weights_positive && !(value < 0);
     f.weight_targets += used[size_t(target)] ? 0 : 1;
     used[size_t(target)] = 1;
   }
+  f.nodes = detail::lay_out(draft, tree_of, f.roots);
   return f;
 }
 

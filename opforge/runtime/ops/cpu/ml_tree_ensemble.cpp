@@ -89,23 +89,38 @@ template <class T> Model<T> read_model(const KernelContext& ctx, bool classifier
   return m;
 }
 
+/// Adds (or compares) one leaf's weights into score/has.
+template <class T> void add_leaf(const Model<T>& m, const TreeNode<T>& leaf, T* score, uint8_t* has) {
+  const LeafWeight<T>* w = m.forest.weights.data() + leaf.next_true;
+  for (int32_t k = 0; k < leaf.feature; ++k) {
+    T& s = score[w[k].target];
+    const T v = w[k].value;
+    switch (m.agg) {
+      case Aggregate::Min: s = !has[w[k].target] || v < s ? v : s; break;
+      case Aggregate::Max: s = !has[w[k].target] || v > s ? v : s; break;
+      default: s += v;
+    }
+    has[w[k].target] = 1;
+  }
+}
+
 /// Adds the leaves that trees [t0, t1) reach for row x into score/has.
 template <class T, class X>
 void add_trees(const Model<T>& m, const X* x, size_t t0, size_t t1, T* score, uint8_t* has) {
-  const Forest<T>& f = m.forest;
-  for (size_t t = t0; t < t1; ++t) {
-    const TreeNode<T>& leaf = f.leaf(f.roots[t], x);
-    const LeafWeight<T>* w = f.weights.data() + leaf.next_true;
-    for (int32_t k = 0; k < leaf.next_false; ++k) {
-      T& s = score[w[k].target];
-      const T v = w[k].value;
-      switch (m.agg) {
-        case Aggregate::Min: s = !has[w[k].target] || v < s ? v : s; break;
-        case Aggregate::Max: s = !has[w[k].target] || v > s ? v : s; break;
-        default: s += v;
-      }
-      has[w[k].target] = 1;
-    }
+  for (size_t t = t0; t < t1; ++t) add_leaf(m, m.forest.leaf(m.forest.roots[t], x), score, has);
+}
+
+/// Rows walked together through each tree of a plain forest.
+constexpr int kBlock = 8;
+
+/// Scores of kBlock rows (x, `cols` apart) into score/has (n per row): tree by tree, so that
+/// each row still adds its trees in order.
+template <class T, class X> void add_trees_block(const Model<T>& m, const X* x, int64_t cols, T* score, uint8_t* has) {
+  const int64_t n = m.forest.targets;
+  const TreeNode<T>* leaves[kBlock];
+  for (int32_t root : m.forest.roots) {
+    m.forest.template plain_leaves<kBlock>(root, x, cols, leaves);
+    for (int r = 0; r < kBlock; ++r) add_leaf(m, *leaves[r], score + r * n, has + r * n);
   }
 }
 
@@ -246,11 +261,18 @@ template <class T, class X> void run(const Model<T>& m, KernelContext& ctx) {
     }
     return;
   }
-  const int64_t grain = std::max<int64_t>(1, 4096 / int64_t(trees));
+  const int64_t grain = std::max<int64_t>(kBlock, 4096 / int64_t(trees));
   ctx.parallel_for(rows, grain, [&](int64_t begin, int64_t end) {
-    std::vector<T> score(static_cast<size_t>(n));
-    std::vector<uint8_t> has(static_cast<size_t>(n));
-    for (int64_t r = begin; r < end; ++r) {
+    std::vector<T> score(static_cast<size_t>(kBlock * n));
+    std::vector<uint8_t> has(static_cast<size_t>(kBlock * n));
+    int64_t r = begin;
+    for (; m.forest.plain && r + kBlock <= end; r += kBlock) {
+      std::fill(score.begin(), score.end(), T(0));
+      std::fill(has.begin(), has.end(), 0);
+      add_trees_block(m, x + r * cols, cols, score.data(), has.data());
+      for (int k = 0; k < kBlock; ++k) finish(m, r + k, score.data() + k * n, has.data() + k * n, ctx);
+    }
+    for (; r < end; ++r) {
       std::fill(score.begin(), score.end(), T(0));
       std::fill(has.begin(), has.end(), 0);
       add_trees(m, x + r * cols, 0, trees, score.data(), has.data());
