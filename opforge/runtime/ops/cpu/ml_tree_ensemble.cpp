@@ -92,14 +92,20 @@ template <class T> Model<T> read_model(const KernelContext& ctx, bool classifier
 /// Adds (or compares) one leaf's weights into score/has.
 template <class T> void add_leaf(const Model<T>& m, const TreeNode<T>& leaf, T* score, uint8_t* has) {
   const LeafWeight<T>* w = m.forest.weights.data() + leaf.next_true;
+  if (m.agg == Aggregate::Sum || m.agg == Aggregate::Average) {
+    for (int32_t k = 0; k < leaf.feature; ++k) {
+      score[w[k].target] += w[k].value;
+      has[w[k].target] = 1;
+    }
+    return;
+  }
   for (int32_t k = 0; k < leaf.feature; ++k) {
     T& s = score[w[k].target];
     const T v = w[k].value;
-    switch (m.agg) {
-      case Aggregate::Min: s = !has[w[k].target] || v < s ? v : s; break;
-      case Aggregate::Max: s = !has[w[k].target] || v > s ? v : s; break;
-      default: s += v;
-    }
+    if (m.agg == Aggregate::Min)
+      s = !has[w[k].target] || v < s ? v : s;
+    else
+      s = !has[w[k].target] || v > s ? v : s;
     has[w[k].target] = 1;
   }
 }
