@@ -48,30 +48,31 @@ inline float erf_inv(float x) {
 
 inline float probit(float x) { return 1.41421356f * erf_inv(x * 2 - 1); }
 
-/// Softmax of v[0..n) in place, the maximum subtracted first.
+/// Softmax of v[0..n) in place, the maximum subtracted first; in float whatever T is.
 template <class T> void softmax(T* v, int64_t n) {
   float top = -std::numeric_limits<float>::max();
-  for (int64_t i = 0; i < n; ++i) top = v[i] > top ? float(v[i]) : top;
+  for (int64_t i = 0; i < n; ++i) top = float(v[i]) > top ? float(v[i]) : top;
   float sum = 0.f;
   for (int64_t i = 0; i < n; ++i) {
-    v[i] = std::exp(v[i] - top);
-    sum += v[i];
+    v[i] = std::exp(float(v[i]) - top);
+    sum += float(v[i]);
   }
-  for (int64_t i = 0; i < n; ++i) v[i] /= sum;
+  for (int64_t i = 0; i < n; ++i) v[i] = float(v[i]) / sum;
 }
 
-/// Softmax that leaves zeros (|v| <= 1e-7) as zeros: exp(0) is not zero.
+/// Softmax that leaves zeros (|v| <= 1e-7) as zeros: exp(0) is not zero. The last division is
+/// in T, as onnxruntime divides.
 template <class T> void softmax_zero(T* v, int64_t n) {
   float top = -std::numeric_limits<float>::max();
-  for (int64_t i = 0; i < n; ++i) top = v[i] > top ? float(v[i]) : top;
+  for (int64_t i = 0; i < n; ++i) top = float(v[i]) > top ? float(v[i]) : top;
   const float exp_neg_top = std::exp(-top);
   float sum = 0.f;
   for (int64_t i = 0; i < n; ++i) {
-    if (v[i] > 0.0000001f || v[i] < -0.0000001f) {
-      v[i] = std::exp(v[i] - top);
-      sum += v[i];
+    if (float(v[i]) > 0.0000001f || float(v[i]) < -0.0000001f) {
+      v[i] = std::exp(float(v[i]) - top);
+      sum += float(v[i]);
     } else {
-      v[i] *= exp_neg_top;
+      v[i] = float(v[i]) * exp_neg_top;
     }
   }
   for (int64_t i = 0; i < n; ++i) v[i] /= sum;

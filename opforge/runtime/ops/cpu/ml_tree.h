@@ -17,12 +17,13 @@
 namespace opforge_ml {
 
 /// How a node compares a feature with its threshold; LEAF ends a walk.
-enum class Mode : uint8_t { Leq, Lt, Gte, Gt, Eq, Neq, Leaf };
+enum class Mode : uint8_t { Leq, Lt, Gte, Gt, Eq, Neq, Member, Leaf };
 
 inline Mode node_mode(const std::string& name) {
-  static const char* names[] = {"BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ", "LEAF"};
-  for (int m = 0; m < 7; ++m)
+  static const char* names[] = {"BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ"};
+  for (int m = 0; m < 6; ++m)
     if (name == names[m]) return Mode(m);
+  if (name == "LEAF") return Mode::Leaf;
   throw opforge::Error("nodes_modes holds '" + name + "', not a BRANCH_* mode or LEAF");
 }
 
@@ -43,6 +44,7 @@ template <class T> struct DraftNode {
   int32_t feature, next_true, next_false, first_weight, weights;
   Mode mode;
   bool missing_true;
+  int32_t members;     ///< BRANCH_MEMBER: its set is Forest::sets[members]
 };
 
 /// One leaf weight: `value` added to (or compared with) target or class `target`.
@@ -57,6 +59,8 @@ template <class T> struct Forest {
   std::vector<TreeNode<T>> nodes;
   std::vector<int32_t> roots;          ///< one per tree, in the order trees first appear
   std::vector<LeafWeight<T>> weights;
+  std::vector<std::vector<T>> sets;    ///< BRANCH_MEMBER nodes' values
+  std::vector<int32_t> set_of;         ///< by node position, its set (empty without BRANCH_MEMBER)
   int64_t targets = 0;                 ///< targets (regressor) or classes (classifier)
   int64_t features = 0;                ///< 1 + the largest feature id a branch reads
   bool weights_positive = true;        ///< no weight below zero
@@ -92,7 +96,11 @@ template <class T> struct Forest {
         case Mode::Gte: go = v >= n->threshold; break;
         case Mode::Gt: go = v > n->threshold; break;
         case Mode::Eq: go = v == n->threshold; break;
-        default: go = v != n->threshold; break;
+        case Mode::Neq: go = v != n->threshold; break;
+        default: {
+          const std::vector<T>& set = sets[size_t(set_of[size_t(n - nodes.data())])];
+          go = std::any_of(set.begin(), set.end(), [&](T member) { return v == member; });
+        }
       }
       go = go || (n->missing_true && std::isnan(double(v)));
       n = go ? &nodes[size_t(n->next_true)] : n + 1;
@@ -120,35 +128,38 @@ inline void check_id(int64_t id, const char* what) {
 }
 
 /// The nodes reachable from each root in depth-first order, true child after false child so
-/// that every false child follows its parent; fails on a node reached twice (a cycle, or a
-/// shared subtree). Sets f.roots to the new positions of the roots.
+/// that every false child follows its parent. A leaf reached twice is copied; a branch reached
+/// twice (a cycle, or a shared subtree) fails. Sets `roots` to the roots' new positions.
 template <class T>
-std::vector<TreeNode<T>> lay_out(const std::vector<DraftNode<T>>& draft, const std::vector<int64_t>& tree_of,
-                                 std::vector<int32_t>& roots) {
-  std::vector<int32_t> placed(draft.size(), -1), order, stack;
-  order.reserve(draft.size());
+std::vector<TreeNode<T>> lay_out(const std::vector<DraftNode<T>>& draft, std::vector<int32_t>& roots,
+                                 std::vector<int32_t>& set_of) {
+  const bool members = std::any_of(draft.begin(), draft.end(), [](const DraftNode<T>& d) { return d.mode == Mode::Member; });
+  struct Visit {
+    int32_t at, parent;  ///< parent: the new position of a node whose true child this is, or -1
+  };
+  std::vector<uint8_t> seen(draft.size(), 0);
+  std::vector<TreeNode<T>> nodes;
+  std::vector<Visit> stack;
+  nodes.reserve(draft.size());
   for (int32_t& root : roots) {
-    stack.assign(1, root);
+    stack.assign(1, {root, -1});
+    root = int32_t(nodes.size());
     while (!stack.empty()) {
-      const int32_t at = stack.back();
+      const Visit v = stack.back();
       stack.pop_back();
-      OPFORGE_CHECK(placed[size_t(at)] < 0, "tree ", tree_of[size_t(at)], " is not a tree: node position ", at,
+      const DraftNode<T>& d = draft[size_t(v.at)];
+      const bool leaf = d.mode == Mode::Leaf;
+      OPFORGE_CHECK(leaf || !seen[size_t(v.at)], "the ensemble is not a set of trees: node position ", v.at,
                     " is reached twice");
-      placed[size_t(at)] = int32_t(order.size());
-      order.push_back(at);
-      const DraftNode<T>& n = draft[size_t(at)];
-      if (n.mode == Mode::Leaf) continue;
-      stack.push_back(n.next_true);
-      stack.push_back(n.next_false);
+      seen[size_t(v.at)] = 1;
+      const int32_t here = int32_t(nodes.size());
+      if (v.parent >= 0) nodes[size_t(v.parent)].next_true = here;
+      nodes.push_back({d.threshold, leaf ? d.weights : d.feature, leaf ? d.first_weight : 0, d.mode, d.missing_true});
+      if (members) set_of.push_back(d.members);
+      if (leaf) continue;
+      stack.push_back({d.next_true, here});
+      stack.push_back({d.next_false, -1});
     }
-    root = placed[size_t(root)];
-  }
-  std::vector<TreeNode<T>> nodes(order.size());
-  for (size_t k = 0; k < order.size(); ++k) {
-    const DraftNode<T>& d = draft[size_t(order[k])];
-    const bool leaf = d.mode == Mode::Leaf;
-    nodes[k] = {d.threshold, leaf ? d.weights : d.feature, leaf ? d.first_weight : placed[size_t(d.next_true)], d.mode,
-                d.missing_true};
   }
   return nodes;
 }
@@ -172,21 +183,19 @@ template <class T> Forest<T> build_forest(const ForestSpec<T>& s) {
   std::unordered_map<uint64_t, int32_t> position;
   std::unordered_map<int64_t, bool> tree_seen;
   position.reserve(n);
-  std::vector<int64_t> tree_of(n);
   for (size_t i = 0; i < n; ++i) {
     detail::check_id(s.tree_ids[i], "tree id");
     detail::check_id(s.node_ids[i], "node id");
     OPFORGE_CHECK(position.emplace(detail::key(s.tree_ids[i], s.node_ids[i]), int32_t(i)).second, "node ",
                   s.node_ids[i], " of tree ", s.tree_ids[i], " is given twice");
     if (tree_seen.emplace(s.tree_ids[i], true).second) f.roots.push_back(int32_t(i));
-    tree_of[i] = s.tree_ids[i];
   }
   for (size_t i = 0; i < n; ++i) {
     DraftNode<T>& node = draft[i];
     node.mode = node_mode(s.modes[i]);
     node.threshold = s.thresholds[i];
     node.missing_true = !s.missing_true.empty() && s.missing_true[i] != 0;
-    node.next_true = node.next_false = node.first_weight = node.weights = node.feature = 0;
+    node.next_true = node.next_false = node.first_weight = node.weights = node.feature = node.members = 0;
     if (node.mode == Mode::Leaf) continue;
     f.plain = f.plain && node.mode == Mode::Leq && !node.missing_true;
     OPFORGE_CHECK(s.features[i] >= 0 && s.features[i] < INT32_MAX, "node ", s.node_ids[i], " of tree ",
@@ -228,7 +237,7 @@ template <class T> Forest<T> build_forest(const ForestSpec<T>& s) {
     f.weight_targets += used[size_t(target)] ? 0 : 1;
     used[size_t(target)] = 1;
   }
-  f.nodes = detail::lay_out(draft, tree_of, f.roots);
+  f.nodes = detail::lay_out(draft, f.roots, f.set_of);
   return f;
 }
 
