@@ -1,9 +1,8 @@
 // ml_tree_ensemble.cpp: ai.onnx.ml's TreeEnsembleRegressor and TreeEnsembleClassifier (opsets 1
-// and 3). Scores are summed tree by tree and finished as onnxruntime finishes them (base values,
-// the binary cases, post transforms), so one thread gives its results bit for bit. Big batches
-// split rows over threads; a single row splits its trees, partial sums added in tree order.
-// String class labels are not offered (a string tensor cannot cross the op ABI): a node with
-// classlabels_strings is refused when bound and runs on the reference provider.
+// and 3): their attributes read into a Model once per node, scored by ml_tree_score.h, so one
+// thread gives onnxruntime's results bit for bit. String class labels are not offered (a string
+// tensor cannot cross the op ABI): a node with classlabels_strings is refused when bound and runs
+// on the reference provider.
 #include <algorithm>
 #include <vector>
 
