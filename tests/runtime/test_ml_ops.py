@@ -14,7 +14,7 @@ from opforge.runtime import SessionOptions
 sklearn = pytest.importorskip("sklearn")
 skl2onnx = pytest.importorskip("skl2onnx")
 
-from sklearn import ensemble, linear_model, pipeline, preprocessing  # noqa: E402
+from sklearn import ensemble, linear_model, pipeline, preprocessing, svm  # noqa: E402
 
 CPU, REFERENCE = "CPUExecutionProvider", "ReferenceExecutionProvider"
 ML = "ai.onnx.ml"
@@ -107,6 +107,16 @@ def test_sklearn_regressors_match_onnxruntime(kind):
     ours = assert_same(_convert(fitted, x), {"X": x}, rtol=1e-5 if linear else 0, atol=1e-3 if linear else 0)
     got, = ours.run(None, {"X": x[:1]})
     assert_close(got.ravel(), fitted.predict(x[:1]).astype(np.float32), 1e-4, 1e-3, kind)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "linear", "poly", "sigmoid"])
+def test_sklearn_support_vector_regression(kernel):
+    x, y = _regression()
+    x = preprocessing.StandardScaler().fit_transform(x).astype(np.float32)
+    fitted = svm.SVR(kernel=kernel, C=10.0, gamma=0.1, coef0=0.5, degree=2).fit(x[:150], y[:150] / 100)
+    # onnxruntime multiplies by the support vectors with a blocked GEMM: sums in another order
+    ours = assert_same(_convert(fitted, x), {"X": x}, rtol=1e-4, atol=1e-4)
+    assert_close(ours.run(None, {"X": x})[0].ravel(), fitted.predict(x).astype(np.float32), 1e-3, 1e-3, kernel)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
