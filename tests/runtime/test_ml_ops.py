@@ -119,6 +119,19 @@ def test_sklearn_support_vector_regression(kernel):
     assert_close(ours.run(None, {"X": x})[0].ravel(), fitted.predict(x).astype(np.float32), 1e-3, 1e-3, kernel)
 
 
+@pytest.mark.parametrize("probability", [False, True])
+@pytest.mark.parametrize("classes", [2, 3])
+@pytest.mark.parametrize("kernel", ["rbf", "linear", "poly"])
+def test_sklearn_support_vector_classification(kernel, classes, probability):
+    x, y = _classification(classes)
+    x = preprocessing.StandardScaler().fit_transform(x).astype(np.float32)
+    fitted = svm.SVC(kernel=kernel, gamma=0.1, coef0=0.5, degree=2, probability=probability,
+                     random_state=0).fit(x[:150], y[:150])
+    ours = assert_same(_convert(fitted, x), {"X": x}, rtol=1e-4, atol=1e-5)
+    label = ours.run(None, {"X": x})[0]
+    np.testing.assert_array_equal(label, fitted.predict(x))
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_forest_on_two_threads_splits_trees_for_one_row_and_rows_for_many(threads):
     x, y = _classification(3, seed=1)
@@ -397,6 +410,16 @@ def test_linear_classifier(classes, scores, transform):
                             coefficients=RNG.normal(size=6 * scores).tolist(),
                             intercepts=RNG.normal(size=scores).tolist(), classlabels_ints=[4, 5, 6][:classes],
                             post_transform=transform)
+    assert_same(model, feeds, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("transform", ["NONE", "LOGISTIC", "SOFTMAX"])
+@pytest.mark.parametrize("classes", [2, 3])
+def test_svm_classifier_in_linear_mode(classes, transform):
+    # no support vectors: one linear score per class, all offset by rho[0]
+    model, feeds = one_node("SVMClassifier", [("X", X)], ("Y", "Z"), coefficients=RNG.normal(size=6 * classes).tolist(),
+                            rho=[0.25], classlabels_ints=[4, 5, 6][:classes], post_transform=transform,
+                            kernel_type="LINEAR", kernel_params=[0.1, 0.0, 3.0])
     assert_same(model, feeds, rtol=1e-5, atol=1e-6)
 
 
