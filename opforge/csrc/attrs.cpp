@@ -101,6 +101,10 @@ AttrPack::AttrPack(const opf_op_def* op, const py::dict& given) {
   }
 }
 
+AttrPack::~AttrPack() {
+  if (state_ != nullptr) state_->release(state_);
+}
+
 void AttrPack::set(const opf_op_def* op, const opf_attr_def& def, opf_attr& out, const py::handle& v) {
   out.type = def.type;
   switch (def.type) {

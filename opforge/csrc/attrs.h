@@ -24,9 +24,12 @@ class AttrPack {
   AttrPack(const opf_op_def* op, const py::dict& given);
   AttrPack(const AttrPack&) = delete;
   AttrPack& operator=(const AttrPack&) = delete;
+  ~AttrPack();
 
   const opf_attr* data() const { return attrs_.data(); }
   int32_t size() const { return int32_t(attrs_.size()); }
+  /// The slot where the op keeps state made from these attributes (opf_compute_ctx::state).
+  opf_state** state_slot() const { return &state_; }
 
  private:
   void set(const opf_op_def* op, const opf_attr_def& def, opf_attr& out, const py::handle& value);
@@ -39,6 +42,7 @@ class AttrPack {
   std::deque<std::vector<const char*>> string_ptrs_;
   std::deque<std::vector<opf_tensor>> tensors_;
   std::vector<py::object> keep_;
+  mutable opf_state* state_ = nullptr;
 };
 
 /// A Python-facing name for an attribute kind ("float", "ints").

@@ -170,7 +170,7 @@ void compute(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs
              ThreadPool* pool, void* stream) {
   opf_compute_ctx cc{def, inputs, num_inputs, attrs.data(), attrs.size(), outputs, num_outputs, workspace,
                      workspace_bytes, stream, pool, pool ? &ThreadPool::entry : nullptr,
-                     pool ? pool->num_threads() : 1};
+                     pool ? pool->num_threads() : 1, attrs.state_slot()};
   opf_error err;
   err.message[0] = '\0';
   if (def->compute(&cc, &err) != 0) throw CallError(err.message, false);

@@ -15,7 +15,7 @@ extern "C" {
 #endif
 
 /// Bumped on any incompatible change to the structs below; the host refuses other versions.
-#define OPFORGE_ABI_VERSION 1
+#define OPFORGE_ABI_VERSION 2
 
 /// Most dimensions a tensor may have.
 #define OPF_MAX_DIMS 16
@@ -123,6 +123,13 @@ typedef void (*opf_parallel_for_fn)(void* pool, int64_t n, int64_t grain, opf_ra
 
 struct opf_op_def;
 
+/// What an op builds from a node's attributes on its first call and keeps for the node's life
+/// (a tree ensemble's nodes laid out for walking, say), so later calls skip that work. The op
+/// allocates it with this header first; the host calls `release` when the node goes away.
+typedef struct opf_state {
+  void (*release)(struct opf_state* self);
+} opf_state;
+
 /// What infer and workspace see: input metadata (data present when known) and attributes in
 /// declaration order, defaults filled. Infer writes dtype, ndim and shape of each output.
 typedef struct opf_infer_ctx {
@@ -151,6 +158,7 @@ typedef struct opf_compute_ctx {
   void* pool;
   opf_parallel_for_fn parallel_for; ///< NULL: run serially
   int32_t num_threads;
+  opf_state** state;          ///< the node's state slot (NULL until set); NULL: no slot, build per call
 } opf_compute_ctx;
 
 /// One operator: schema and the three entry points.

@@ -5,7 +5,9 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "opforge/abi.h"
@@ -145,6 +147,35 @@ class KernelContext {
   CUstream_st* stream() const { return static_cast<CUstream_st*>(c_->stream); }
   int num_threads() const { return c_->num_threads > 0 ? c_->num_threads : 1; }
 
+  /// The T this node keeps from call to call, made by make() (returning a T) on the node's
+  /// first call. make() may read attributes only, never inputs: the state outlives the call.
+  /// Calls racing on a first call may each make one; one is kept. Without a slot from the host
+  /// (eager calls have none) it is made for this call only.
+  template <class T, class Make> const T& state(Make&& make) const {
+    struct Held : opf_state {
+      Held(const void* t, T v) : tag(t), value(std::move(v)) {
+        release = [](opf_state* s) { delete static_cast<Held*>(s); };
+      }
+      const void* tag;  ///< one address per T, so a slot is never read as another type
+      T value;
+    };
+    static const char tag = 0;
+    opf_state** slot = c_->state;
+    opf_state* kept = slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : nullptr;
+    if (kept == nullptr) {
+      Held* made = new Held(&tag, make());
+      if (slot == nullptr) {
+        local_.reset(made);
+        return made->value;
+      }
+      if (__atomic_compare_exchange_n(slot, &kept, made, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return made->value;
+      made->release(made);  // another call kept its own first
+    }
+    Held* held = static_cast<Held*>(kept);
+    if (held->tag != &tag) throw Error("this node's kept state is of another type");
+    return held->value;
+  }
+
   /// Runs fn(begin, end) over [0, n) on the host's threads, chunks of at least `grain`.
   template <class F> void parallel_for(int64_t n, int64_t grain, F&& fn) const {
     if (n <= 0) return;
@@ -176,8 +207,12 @@ class KernelContext {
   }
 
  private:
+  struct Release {
+    void operator()(opf_state* s) const { s->release(s); }
+  };
   const opf_compute_ctx* c_;
   Attrs attrs_;
+  mutable std::unique_ptr<opf_state, Release> local_;  ///< state made for one call (no slot)
 };
 
 }  // namespace opforge

@@ -1,0 +1,103 @@
+"""sklearn pipelines' latency, side by side in one run: onnxruntime and opforge on the same inputs.
+
+    python benchmarks/bench_sklearn.py [--threads 1] [--repeat 200]
+
+Trains seeded sklearn models on a synthetic 20-feature problem, converts them with skl2onnx
+(no ZipMap) and times each at batch 1 and 1000: a 100-tree random forest (classifier and
+regressor), a 100-tree gradient boosting classifier, and a StandardScaler + LogisticRegression
+pipeline. Prints the load average, median latency of each runtime, the opforge/onnxruntime
+ratio, how many nodes ran on the reference fallback, and whether the outputs matched
+(relative 1e-5, absolute 1e-6) before timing. Target (DESIGN.md): real models geo-mean <= 1.25,
+none above 2x.
+"""
+import argparse
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+import opforge
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_models import median_times, print_load  # noqa: E402
+
+
+def models() -> list:
+    """(name, fitted sklearn model, float32 features) for each benchmarked pipeline."""
+    from sklearn.datasets import make_classification, make_regression
+    from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier, RandomForestRegressor
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    x, y = make_classification(2000, 20, n_informative=10, n_classes=3, random_state=0)
+    xr, yr = make_regression(2000, 20, n_informative=10, random_state=0)
+    x, xr = x.astype(np.float32), xr.astype(np.float32)
+    return [
+        ("random forest classifier", RandomForestClassifier(100, max_depth=10, random_state=0).fit(x, y), x),
+        ("random forest regressor", RandomForestRegressor(100, max_depth=10, random_state=0).fit(xr, yr), xr),
+        ("gradient boosting classifier",
+         GradientBoostingClassifier(n_estimators=100, max_depth=3, random_state=0).fit(x, y), x),
+        ("scaler + logistic regression",
+         make_pipeline(StandardScaler(), LogisticRegression(max_iter=500)).fit(x, y), x),
+    ]
+
+
+def convert(model, x):
+    from skl2onnx import to_onnx
+
+    options = {"zipmap": False} if hasattr(model, "predict_proba") else None
+    return to_onnx(model, x[:1], options=options).SerializeToString()
+
+
+def matches(got: list, want: list) -> bool:
+    return len(got) == len(want) and all(
+        g.shape == w.shape and np.allclose(g, w, rtol=1e-5, atol=1e-6) for g, w in zip(got, want))
+
+
+def measure(name: str, source: bytes, x: np.ndarray, batch: int, threads: int, repeat: int) -> dict:
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    ref = ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
+    sess = opforge.InferenceSession(source, opforge.SessionOptions(intra_op_num_threads=threads))
+    feed = {ref.get_inputs()[0].name: np.ascontiguousarray(x[:batch])}
+    want = ref.run(None, feed)
+    sess.run(None, feed)
+    ok = matches(sess.run(None, feed), want)
+    fallback = sum(1 for _, _, p in sess.node_providers() if p != "CPUExecutionProvider")
+    ort_time, ours_time = median_times([lambda: ref.run(None, feed), lambda: sess.run(None, feed)], repeat)
+    return {"name": f"{name}, batch {batch}", "ort": ort_time, "ours": ours_time, "ok": ok,
+            "nodes": len(sess.node_providers()), "fallback": fallback}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=200)
+    args = parser.parse_args()
+    print_load("at start")
+    rows = []
+    for name, model, x in models():
+        source = convert(model, x)
+        for batch in (1, 1000):
+            rows.append(measure(name, source, x, batch, args.threads, args.repeat if batch == 1 else args.repeat // 4))
+    print(f"\nsklearn pipelines, {args.threads} thread(s), median of {args.repeat} runs (batch 1000: a quarter)")
+    print_load("at end")
+    print()
+    print(f"{'model':<44}{'nodes':>6}{'ref':>5}{'ort ms':>10}{'opforge ms':>12}{'ratio':>8}  match")
+    for r in rows:
+        print(f"{r['name']:<44}{r['nodes']:>6}{r['fallback']:>5}{r['ort'] * 1e3:>10.3f}{r['ours'] * 1e3:>12.3f}"
+              f"{r['ours'] / r['ort']:>8.2f}  {'yes' if r['ok'] else 'NO'}")
+    matched = [r for r in rows if r["ok"]]
+    if matched:
+        geo = math.exp(sum(math.log(r["ours"] / r["ort"]) for r in matched) / len(matched))
+        print(f"\ngeo-mean latency ratio opforge/onnxruntime over {len(matched)} matching rows: {geo:.2f} "
+              "(target <= 1.25, none above 2)")
+    print("'ref' counts nodes on the reference fallback; ratio < 1 means opforge is faster.")
+
+
+if __name__ == "__main__":
+    main()
