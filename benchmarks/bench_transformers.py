@@ -1,6 +1,7 @@
 """Transformer encoders, opforge against onnxruntime in one run, at 1 and 2 threads.
 
     python benchmarks/bench_transformers.py [--layers 2] [--blocks 7] [--runs 5] [--threads 1 2]
+    python benchmarks/bench_transformers.py --profile [--hidden 256] [--batch 1] [--threads 1]
 
 The encoders are built here with onnx.helper in the shape torch.onnx.export writes a BERT-style
 layer (no download): MatMul + Add for every projection on a (batch, seq, hidden) input, Reshape
@@ -11,12 +12,16 @@ and 768 (heads of 64, FFN 4x), sequence 128, batch 1 and 4.
 
 Timing alternates blocks of ``--runs`` runs of each runtime, ``--blocks`` times, and reports the
 median block of each, so a change of machine load touches both alike. Outputs are checked
-against onnxruntime first. The load average is printed at the start and at the end.
+against onnxruntime first. The load average is printed at the start and at the end. With
+--profile, each encoder instead gets its time per op type in both runtimes side by side
+(benchmarks/op_profile.py).
 """
 import argparse
 import os
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -24,6 +29,9 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 import opforge
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from op_profile import profile  # noqa: E402
 
 
 class _Builder:
@@ -113,7 +121,7 @@ def feed_for(hidden: int, batch: int, seq: int = 128) -> dict:
     return {"x": rng.standard_normal((batch, seq, hidden)).astype(np.float32), "mask": mask}
 
 
-def interleaved(fns, blocks: int, runs: int) -> list:
+def interleaved(fns, blocks: int, runs: int, clock=time.perf_counter) -> list:
     """Each function's median time per run over ``blocks`` blocks of ``runs`` runs, the blocks of
     the functions alternating."""
     times = [[] for _ in fns]
@@ -121,14 +129,14 @@ def interleaved(fns, blocks: int, runs: int) -> list:
         fn()
     for _ in range(blocks):
         for fn, taken in zip(fns, times):
-            start = time.perf_counter()
+            start = clock()
             for _ in range(runs):
                 fn()
-            taken.append((time.perf_counter() - start) / runs)
+            taken.append((clock() - start) / runs)
     return [statistics.median(t) for t in times]
 
 
-def measure(hidden: int, batch: int, threads: int, layers: int, blocks: int, runs: int) -> dict:
+def measure(hidden: int, batch: int, threads: int, layers: int, blocks: int, runs: int, cpu: bool) -> dict:
     source = encoder(hidden, layers, batch).SerializeToString()
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
@@ -142,7 +150,11 @@ def measure(hidden: int, batch: int, threads: int, layers: int, blocks: int, run
     sess.run(None, feed)
     got = sess.run(None, feed)[0]   # the second run goes through the compiled plan
     err = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
-    ort_time, ours_time = interleaved([lambda: ref.run(None, feed), lambda: sess.run(None, feed)], blocks, runs)
+    # one thread runs in the calling thread in both runtimes: its CPU time leaves out the time
+    # other processes hold the core
+    clock = time.thread_time if cpu and threads == 1 else time.perf_counter
+    ort_time, ours_time = interleaved([lambda: ref.run(None, feed), lambda: sess.run(None, feed)], blocks, runs,
+                                      clock)
     return {"hidden": hidden, "batch": batch, "threads": threads, "ort": ort_time, "ours": ours_time, "err": err}
 
 
@@ -160,11 +172,24 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--hidden", type=int, nargs="+", default=[256, 768])
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time 1-thread rows by the calling thread's CPU time (a busy machine)")
+    parser.add_argument("--profile", action="store_true", help="time per op type in both runtimes")
     args = parser.parse_args()
     print(load_line("at start"))
-    rows = [measure(h, b, t, args.layers, args.blocks, args.runs)
+    if args.profile:
+        for t in args.threads:
+            for h in args.hidden:
+                for b in args.batch:
+                    profile(f"encoder hidden {h} batch {b}, {t} thread(s)", encoder(h, args.layers, b),
+                            feed_for(h, b), t, args.blocks * args.runs, float("nan"))
+        print(load_line("at end"))
+        return
+    rows = [measure(h, b, t, args.layers, args.blocks, args.runs, args.cpu_time)
             for t in args.threads for h in args.hidden for b in args.batch]
-    print(f"\n{args.layers}-layer encoders, seq 128; median of {args.blocks} interleaved blocks of {args.runs} runs")
+    clock = "thread CPU time at 1 thread, wall time at more" if args.cpu_time else "wall time"
+    print(f"\n{args.layers}-layer encoders, seq 128; median of {args.blocks} interleaved blocks of {args.runs} runs"
+          f" ({clock})")
     print(load_line("at end"))
     print(f"\n{'hidden':>7}{'batch':>6}{'threads':>8}{'ort ms':>10}{'opforge ms':>12}{'ratio':>8}{'max err':>10}")
     for r in rows:
