@@ -45,6 +45,9 @@ struct Tile {
   bool first, last;    ///< first K block starts from zero; the last applies bias and Relu
   const float* bias;   ///< the panel's bias (cols values), or null
   bool relu;
+  /// The packed block the next panel runs over (kc rows), fetched into L2 by the first row tile
+  /// of this one so that its own first tile does not wait on memory; or null.
+  const float* next;
 };
 
 // ---- AVX-512F: up to 12 rows x 32 columns (24 accumulators) -----------------------------------
@@ -55,7 +58,7 @@ OPFORGE_AVX512 __mmask16 lanes16(int n) {
   return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
 }
 
-template <int R>
+template <int R, bool Prefetch>
 __attribute__((target("avx512f"))) void tile_avx512(const Tile& t) {
   const __mmask16 m0 = lanes16(t.cols), m1 = lanes16(t.cols - 16);
   __m512 lo[R], hi[R];
@@ -65,6 +68,8 @@ __attribute__((target("avx512f"))) void tile_avx512(const Tile& t) {
   }
   const float* b = t.b;
   for (int64_t k = 0; k < t.kc; ++k, b += kPanel) {
+    if (Prefetch) _mm_prefetch(reinterpret_cast<const char*>(t.next + k * kPanel), _MM_HINT_T1);
+    if (Prefetch) _mm_prefetch(reinterpret_cast<const char*>(t.next + k * kPanel + 16), _MM_HINT_T1);
     const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
@@ -92,21 +97,29 @@ __attribute__((target("avx512f"))) void tile_avx512(const Tile& t) {
 
 constexpr int kRowsAvx512 = 12;
 
-void run_avx512(int rows, const Tile& t) {
+template <bool Prefetch>
+void run_avx512_rows(int rows, const Tile& t) {
   switch (rows) {
-    case 1: return tile_avx512<1>(t);
-    case 2: return tile_avx512<2>(t);
-    case 3: return tile_avx512<3>(t);
-    case 4: return tile_avx512<4>(t);
-    case 5: return tile_avx512<5>(t);
-    case 6: return tile_avx512<6>(t);
-    case 7: return tile_avx512<7>(t);
-    case 8: return tile_avx512<8>(t);
-    case 9: return tile_avx512<9>(t);
-    case 10: return tile_avx512<10>(t);
-    case 11: return tile_avx512<11>(t);
-    default: return tile_avx512<12>(t);
+    case 1: return tile_avx512<1, Prefetch>(t);
+    case 2: return tile_avx512<2, Prefetch>(t);
+    case 3: return tile_avx512<3, Prefetch>(t);
+    case 4: return tile_avx512<4, Prefetch>(t);
+    case 5: return tile_avx512<5, Prefetch>(t);
+    case 6: return tile_avx512<6, Prefetch>(t);
+    case 7: return tile_avx512<7, Prefetch>(t);
+    case 8: return tile_avx512<8, Prefetch>(t);
+    case 9: return tile_avx512<9, Prefetch>(t);
+    case 10: return tile_avx512<10, Prefetch>(t);
+    case 11: return tile_avx512<11, Prefetch>(t);
+    default: return tile_avx512<12, Prefetch>(t);
   }
+}
+
+void run_avx512(int rows, const Tile& t) {
+  if (t.next != nullptr)
+    run_avx512_rows<true>(rows, t);
+  else
+    run_avx512_rows<false>(rows, t);
 }
 
 // ---- AVX2 + FMA: up to 6 rows x 16 columns (12 accumulators), two halves per panel ---------------
@@ -129,7 +142,10 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const Tile& t, int half) {
     hi[r] = t.first ? _mm256_setzero_ps() : _mm256_maskload_ps(c + r * t.ldc + 8, m1);
   }
   const float* b = t.b + 16 * half;
+  const bool prefetch = t.next != nullptr && half == 0;
   for (int64_t k = 0; k < t.kc; ++k, b += kPanel) {
+    if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(t.next + k * kPanel), _MM_HINT_T1);
+    if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(t.next + k * kPanel + 16), _MM_HINT_T1);
     const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
@@ -234,11 +250,16 @@ void run_chunk(const Product& p, int64_t m0, int64_t m1, int64_t p0, int64_t p1)
       const int64_t col0 = panel * kPanel;
       Tile t{nullptr, p.lda, p.w + (panel * p.k + k0) * kPanel, nullptr, p.n, kc,
              int(std::min(kPanel, p.n - col0)), k0 == 0, last,
-             p.bias != nullptr ? p.bias + col0 : nullptr, p.act == Act::Relu};
+             p.bias != nullptr ? p.bias + col0 : nullptr, p.act == Act::Relu, nullptr};
+      // the next block: the next panel's, else the first panel's next K block (same kc or less,
+      // so prefetching kc rows of it stays inside W)
+      const float* next = panel + 1 < p1 ? t.b + p.k * kPanel
+                          : !last && k0 + 2 * kc <= p.k ? p.w + (p0 * p.k + k0 + kc) * kPanel : nullptr;
       for (int64_t i = m0; i < m1; i += mr) {
         const int rows = int(std::min<int64_t>(mr, m1 - i));
         t.a = p.a + i * p.lda + k0;
         t.c = p.y + i * p.n + col0;
+        t.next = i == m0 && m1 - m0 > mr ? next : nullptr;
         if (p.isa == Isa::Avx512)
           run_avx512(rows, t);
         else if (p.isa == Isa::Avx2)
@@ -251,13 +272,15 @@ void run_chunk(const Product& p, int64_t m0, int64_t m1, int64_t p0, int64_t p1)
   }
 }
 
-constexpr int64_t kChunkRows = 240;        ///< rows of A per chunk: a K block of them is <= 240 KB
+constexpr int64_t kChunkRows = 256;        ///< rows of A per chunk at most: a K block of them is <= 256 KB
 constexpr int64_t kChunkBytes = 512 << 10;  ///< of C per chunk, kept in L2 across the K blocks
 
 /// Rows [m0, m1) by panels [p0, p1), in chunks whose C stays in L2 while K is swept.
 void run_block(const Product& p, int64_t m0, int64_t m1, int64_t p0, int64_t p1) {
-  for (int64_t i = m0; i < m1; i += kChunkRows) {
-    const int64_t i1 = std::min(m1, i + kChunkRows);
+  const int64_t chunks = (m1 - m0 + kChunkRows - 1) / kChunkRows;
+  const int64_t mr = p.rows_per_tile(), rows = ((m1 - m0 + chunks - 1) / chunks + mr - 1) / mr * mr;
+  for (int64_t i = m0; i < m1; i += rows) {
+    const int64_t i1 = std::min(m1, i + rows);
     const int64_t step = std::max<int64_t>(1, kChunkBytes / ((i1 - i) * kPanel * int64_t(sizeof(float))));
     for (int64_t j = p0; j < p1; j += step) run_chunk(p, i, i1, j, std::min(p1, j + step));
   }
