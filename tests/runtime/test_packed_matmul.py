@@ -242,3 +242,11 @@ def test_bad_packed_input_is_a_clear_error(w_shape, n, kwargs, message):
     with pytest.raises(Exception, match=message) as caught:
         session(packed_node_model(w_shape, n, **kwargs)).run(None, {"a": randn(3, 8)})
     assert "PackedMatMul" in str(caught.value) or "packed" in str(caught.value)
+
+
+def test_layout_passes_skip_device_sessions_and_the_basic_level():
+    from opforge.runtime.passes import PassContext, run_layout_passes
+
+    untouched = object()   # a graph either call would fail on, had it run a pass
+    assert run_layout_passes(untouched, LEVEL.ORT_ENABLE_ALL, PassContext(None, None, on_device=True)) == {}
+    assert run_layout_passes(untouched, LEVEL.ORT_ENABLE_BASIC, PassContext(None, None)) == {}
