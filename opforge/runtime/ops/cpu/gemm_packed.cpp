@@ -62,6 +62,7 @@ template <int R, bool Prefetch>
 __attribute__((target("avx512f"))) void tile_avx512(const Tile& t) {
   const __mmask16 m0 = lanes16(t.cols), m1 = lanes16(t.cols - 16);
   __m512 lo[R], hi[R];
+#pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
     lo[r] = t.first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, t.c + r * t.ldc);
     hi[r] = t.first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, t.c + r * t.ldc + 16);
@@ -80,15 +81,18 @@ __attribute__((target("avx512f"))) void tile_avx512(const Tile& t) {
   }
   if (t.last && t.bias != nullptr) {
     const __m512 bias0 = _mm512_maskz_loadu_ps(m0, t.bias), bias1 = _mm512_maskz_loadu_ps(m1, t.bias + 16);
+#pragma GCC unroll 12
     for (int r = 0; r < R; ++r) lo[r] = _mm512_add_ps(lo[r], bias0), hi[r] = _mm512_add_ps(hi[r], bias1);
   }
   if (t.last && t.relu) {
     // max returns its second operand where either is NaN: NaN stays NaN, as in the Relu kernel
     // (the masked form: GCC 12 warns of an uninitialised operand in the unmasked one)
     const __m512 zero = _mm512_setzero_ps();
+#pragma GCC unroll 12
     for (int r = 0; r < R; ++r)
       lo[r] = _mm512_mask_max_ps(zero, 0xFFFF, zero, lo[r]), hi[r] = _mm512_mask_max_ps(zero, 0xFFFF, zero, hi[r]);
   }
+#pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
     _mm512_mask_storeu_ps(t.c + r * t.ldc, m0, lo[r]);
     _mm512_mask_storeu_ps(t.c + r * t.ldc + 16, m1, hi[r]);
@@ -131,23 +135,23 @@ OPFORGE_AVX2 __m256i lanes8(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-template <int R>
+template <int R, bool Prefetch>
 __attribute__((target("avx2,fma"))) void tile_avx2(const Tile& t, int half) {
   const int cols = t.cols - 16 * half;
   const __m256i m0 = lanes8(cols), m1 = lanes8(cols - 8);
   float* c = t.c + 16 * half;
   __m256 lo[R], hi[R];
+#pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
     lo[r] = t.first ? _mm256_setzero_ps() : _mm256_maskload_ps(c + r * t.ldc, m0);
     hi[r] = t.first ? _mm256_setzero_ps() : _mm256_maskload_ps(c + r * t.ldc + 8, m1);
   }
   const float* b = t.b + 16 * half;
-  const bool prefetch = t.next != nullptr && half == 0;
   for (int64_t k = 0; k < t.kc; ++k, b += kPanel) {
-    if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(t.next + k * kPanel), _MM_HINT_T1);
-    if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(t.next + k * kPanel + 16), _MM_HINT_T1);
+    if (Prefetch) _mm_prefetch(reinterpret_cast<const char*>(t.next + k * kPanel), _MM_HINT_T1);
+    if (Prefetch) _mm_prefetch(reinterpret_cast<const char*>(t.next + k * kPanel + 16), _MM_HINT_T1);
     const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-#pragma GCC unroll 6
+#pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
       const __m256 av = _mm256_broadcast_ss(t.a + r * t.lda + k);
       lo[r] = _mm256_fmadd_ps(av, b0, lo[r]);
@@ -157,12 +161,15 @@ __attribute__((target("avx2,fma"))) void tile_avx2(const Tile& t, int half) {
   if (t.last && t.bias != nullptr) {
     const __m256 bias0 = _mm256_maskload_ps(t.bias + 16 * half, m0);
     const __m256 bias1 = _mm256_maskload_ps(t.bias + 16 * half + 8, m1);
+#pragma GCC unroll 12
     for (int r = 0; r < R; ++r) lo[r] = _mm256_add_ps(lo[r], bias0), hi[r] = _mm256_add_ps(hi[r], bias1);
   }
   if (t.last && t.relu) {
     const __m256 zero = _mm256_setzero_ps();
+#pragma GCC unroll 12
     for (int r = 0; r < R; ++r) lo[r] = _mm256_max_ps(zero, lo[r]), hi[r] = _mm256_max_ps(zero, hi[r]);
   }
+#pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
     _mm256_maskstore_ps(c + r * t.ldc, m0, lo[r]);
     _mm256_maskstore_ps(c + r * t.ldc + 8, m1, hi[r]);
@@ -173,8 +180,11 @@ constexpr int kRowsAvx2 = 6;
 
 template <int R>
 void tile_avx2_panel(const Tile& t) {
-  tile_avx2<R>(t, 0);
-  if (t.cols > 16) tile_avx2<R>(t, 1);
+  if (t.next != nullptr)
+    tile_avx2<R, true>(t, 0);
+  else
+    tile_avx2<R, false>(t, 0);
+  if (t.cols > 16) tile_avx2<R, false>(t, 1);
 }
 
 void run_avx2(int rows, const Tile& t) {
