@@ -88,7 +88,8 @@ def isa(request, monkeypatch):
 
 # ---- every tile path, odd sizes, the fused epilogue ----
 
-SIZES = [(1, 1, 1), (1, 7, 17), (7, 17, 129), (17, 129, 7), (13, 33, 300), (129, 64, 40), (5, 31, 1)]
+# N from 16 (narrower weights stay on OpenBLAS); last panels of 1, 7, 16, 17 and 31 columns
+SIZES = [(1, 16, 1), (1, 39, 17), (7, 17, 129), (17, 129, 7), (13, 33, 300), (129, 64, 40), (5, 31, 1)]
 
 
 @pytest.mark.parametrize("isa", ISAS, indirect=True)
@@ -183,6 +184,15 @@ def test_gemm_that_does_not_pack_stays_a_gemm(attrs, c_shape):
 
 
 # ---- when nothing is packed ----
+
+@pytest.mark.parametrize("n", [1, 7, 15])
+def test_narrow_weights_stay_on_openblas(n):
+    model, want = linear_model([9, 20], 20, n, bias_shape=(n,), act="Relu")
+    sess = session(model)
+    assert "PackedMatMul" not in ops(sess) and sess.pass_stats["pack_matmul_weights"] == 0
+    a = randn(9, 20)
+    check(sess.run(None, {"a": a})[0], want(a), f"N={n}")
+
 
 def test_weights_fed_at_run_time_are_not_packed():
     model = build([helper.make_node("MatMul", ["a", "w"], ["y"])], [tensor("a", [3, 4]), tensor("w", [4, 5])], [])

@@ -269,7 +269,7 @@ void run_chunk(const Product& p, int64_t m0, int64_t m1, int64_t p0, int64_t p1)
         const int rows = int(std::min<int64_t>(mr, m1 - i));
         t.a = p.a + i * p.lda + k0;
         t.c = p.y + i * p.n + col0;
-        t.next = i == m0 && m1 - m0 > mr ? next : nullptr;
+        t.next = i == m0 ? next : nullptr;
         if (p.isa == Isa::Avx512)
           run_avx512(rows, t);
         else if (p.isa == Isa::Avx2)
