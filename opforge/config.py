@@ -58,3 +58,17 @@ def prebuilt_kernels() -> bool:
     """$OPFORGE_PREBUILT_KERNELS=0 builds the built-in kernels from their sources into the cache
     instead of loading the library `pip install` compiled."""
     return os.environ.get("OPFORGE_PREBUILT_KERNELS", "1") not in ("0", "")
+
+
+GEMM_ISAS = ("auto", "avx512", "avx2", "portable", "blas")
+
+
+def gemm_isa() -> str:
+    """$OPFORGE_GEMM_ISA: the tile code of MatMul/Gemm on packed weights. "auto" (default) takes
+    the best this CPU has (AVX-512F, else AVX2 + FMA) and leaves weights unpacked, on OpenBLAS,
+    where it has neither; "avx512", "avx2" or "portable" (plain loops) force one; "blas" never
+    packs. Raises ValueError for another value."""
+    value = os.environ.get("OPFORGE_GEMM_ISA", "auto").strip().lower() or "auto"
+    if value not in GEMM_ISAS:
+        raise ValueError(f"OPFORGE_GEMM_ISA must be one of {', '.join(GEMM_ISAS)}; got {value!r}")
+    return value

@@ -26,7 +26,7 @@ from opforge.runtime.load.graph_attribute_ops import expand_graph_attribute_ops
 from opforge.runtime.load.mapping import apply_mappings
 from opforge.runtime.load.model import ModelSource, load_model
 from opforge.runtime.options import RunOptions, SessionOptions
-from opforge.runtime.passes import PassContext, run_passes
+from opforge.runtime.passes import PassContext, run_layout_passes, run_passes
 from opforge.runtime.plan.compiled import PlannedExecutor
 from opforge.runtime.plan.partition import KEEP_ON_DEVICE, partition, read_on_host
 from opforge.runtime.providers import custom
@@ -165,11 +165,12 @@ class InferenceSession(SessionExtras):
 
     def _optimize(self, graph: Graph) -> None:
         """Run the passes of the session's optimization level; save the result if asked."""
-        self.pass_stats = run_passes(graph, self._sess_options.graph_optimization_level,
-                                     PassContext(self.host_dispatcher.bind, self.types,
-                                                 on_device=self.device is not None))
+        level = self._sess_options.graph_optimization_level
+        context = PassContext(self.host_dispatcher.bind, self.types, on_device=self.device is not None)
+        self.pass_stats = run_passes(graph, level, context)
         if self._sess_options.optimized_model_filepath:
             onnx.save(self._optimized_model(graph), self._sess_options.optimized_model_filepath)
+        self.pass_stats.update(run_layout_passes(graph, level, context))
 
     def run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
             run_options: RunOptions | None = None) -> list[Any]:

@@ -6,6 +6,7 @@ from typing import Callable
 
 from opforge.runtime.graph.graph import Graph
 from opforge.runtime.graph.shapes import InferredTypes
+from opforge.runtime.graph.shapes import InferredTypes
 from opforge.runtime.options import GraphOptimizationLevel
 from opforge.runtime.passes.cancel_transposes import cancel_transposes
 from opforge.runtime.passes.constant_folding import fold_constants
@@ -21,6 +22,7 @@ from opforge.runtime.passes.fuse_layernorm import fuse_layernorm
 from opforge.runtime.passes.fuse_matmul_add import fuse_matmul_add
 from opforge.runtime.passes.fuse_qdq import fuse_qdq
 from opforge.runtime.passes.merge_reshapes import merge_reshapes
+from opforge.runtime.passes.pack_matmul_weights import pack_matmul_weights
 
 
 @dataclass
@@ -65,3 +67,16 @@ def run_passes(graph: Graph, level: int, context: PassContext) -> dict[str, int]
     """Run the passes for ``level`` on ``graph`` in place; return nodes changed per pass."""
     chosen = [p for p in passes_for(level) if not (context.on_device and p in CPU_ONLY)]
     return {graph_pass.__name__: graph_pass(graph, context) for graph_pass in chosen}
+
+
+# Rewrites into opforge's own packed layouts run after the optimized model is saved (so a saved
+# model stays one other runtimes load), at the extended level and up, for the CPU only.
+LAYOUT = [pack_matmul_weights]
+
+
+def run_layout_passes(graph: Graph, level: int, context: PassContext) -> dict[str, int]:
+    """Run the layout passes on ``graph`` in place where ``level`` asks for them; return nodes
+    changed per pass."""
+    if level < GraphOptimizationLevel.ORT_ENABLE_EXTENDED or context.on_device:
+        return {}
+    return {graph_pass.__name__: graph_pass(graph, context) for graph_pass in LAYOUT}
