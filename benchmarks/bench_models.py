@@ -1,11 +1,13 @@
 """Model latency, side by side in one run: onnxruntime and opforge on the same inputs.
 
-    python benchmarks/bench_models.py [--threads 2] [--repeat 20] [--profile] [models...]
+    python benchmarks/bench_models.py [--threads 2] [--repeat 20] [--block 5] [--profile] [models...]
 
 Runs the light_* model-zoo graphs shipped in the onnx wheel, with seeded random weights in place
 of their constant ones (tests/zoo.py), and a 1000-node Add chain, each on one random input, and
 prints the load average, session creation time, median latency of each runtime, the
-opforge/onnxruntime latency ratio and per-node dispatch time for the Add chain. Outputs of the
+opforge/onnxruntime latency ratio and per-node dispatch time for the Add chain. The runtimes take
+turns in blocks of --block runs, so one runtime's spinning worker threads do not slow the other's
+runs. Outputs of the
 compiled plan are checked against onnxruntime before timing (relative 1e-4, absolute 1e-5 of the
 output's largest magnitude); a model that does not match is left out of the geo-mean.
 Targets (DESIGN.md): geo-mean latency ratio <= 1.0, Add chain <= 0.2 us/node.
@@ -45,17 +47,21 @@ def add_chain(n: int = 1000) -> onnx.ModelProto:
     return model
 
 
-def median_times(fns, repeat: int) -> list:
-    """The median time of each function, run in turn ``repeat`` times after one warm-up each, so
-    a change of machine load in the middle touches every runtime alike."""
+def median_times(fns, repeat: int, block: int = 5) -> list:
+    """The median time of each function over ``repeat`` runs after one warm-up each, timed in
+    blocks: ``block`` runs of one function, then ``block`` of the next, round after round. Blocks
+    (not one run of each in turn) keep a runtime's spinning worker threads from stealing the cores
+    of the other runtime's run; rounds still spread a change of machine load over every runtime."""
     times = [[] for _ in fns]
     for fn in fns:
         fn()
-    for _ in range(repeat):
+    while len(times[0]) < repeat:
+        runs = min(block, repeat - len(times[0]))
         for fn, taken in zip(fns, times):
-            start = time.perf_counter()
-            fn()
-            taken.append(time.perf_counter() - start)
+            for _ in range(runs):
+                start = time.perf_counter()
+                fn()
+                taken.append(time.perf_counter() - start)
     return [statistics.median(t) for t in times]
 
 
@@ -75,7 +81,7 @@ def matches(got: list, want: list) -> bool:
         for g, w in zip(got, want))
 
 
-def measure(name: str, model, threads: int, repeat: int) -> dict:
+def measure(name: str, model, threads: int, repeat: int, block: int = 5) -> dict:
     source = model.SerializeToString()
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
@@ -92,7 +98,8 @@ def measure(name: str, model, threads: int, repeat: int) -> dict:
     got = sess.run(None, feed)  # the second run goes through the compiled plan
     ok = matches(got, want) and sess.memory_plan(feed) is not None
     fallback = sum(1 for _, _, p in sess.node_providers() if p != "CPUExecutionProvider")
-    ort_time, ours_time = median_times([lambda: ref.run(None, feed), lambda: sess.run(None, feed)], repeat)
+    ort_time, ours_time = median_times([lambda: ref.run(None, feed), lambda: sess.run(None, feed)], repeat,
+                                       block)
     return {"name": name, "ort_create": ort_create, "ours_create": ours_create, "ort": ort_time,
             "ours": ours_time, "ok": ok,
             "nodes": len(sess.node_providers()), "fallback": fallback}
@@ -119,6 +126,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--block", type=int, default=5,
+                        help="consecutive runs of one runtime before switching to the other")
     parser.add_argument("--profile", action="store_true",
                         help="time per op type in both runtimes, and conv GFLOP/s")
     parser.add_argument("models", nargs="*", help="light_* model names (default: all)")
@@ -131,9 +140,9 @@ def main() -> None:
         profile_models(names, args.threads, args.repeat)
         print_load("at end")
         return
-    rows = [measure(n, light_model(n), args.threads, args.repeat) for n in names]
-    chain = measure("add_chain_1000", add_chain(), args.threads, max(args.repeat, 50))
-    print(f"\nmodel latency, {args.threads} thread(s), median of {args.repeat} runs")
+    rows = [measure(n, light_model(n), args.threads, args.repeat, args.block) for n in names]
+    chain = measure("add_chain_1000", add_chain(), args.threads, max(args.repeat, 50), args.block)
+    print(f"\nmodel latency, {args.threads} thread(s), median of {args.repeat} runs in blocks of {args.block}")
     print_load("at end")
     print()
     print(f"{'model':<26}{'nodes':>6}{'ref':>5}{'create ort':>12}{'opforge':>9}"
