@@ -327,6 +327,32 @@ def test_pools_wide_rows(kernels, attrs, dtype):
         check_reference(kernels, "LpPool", [x], attrs, opset=18, **F64)
 
 
+# The model zoo's pools (resnet50, shufflenet, squeezenet, inception_v2, densenet121, vgg19),
+# on two threads: planes split between them, rows longer than one vector, both stride-2 tap pairs.
+ZOO_POOL_CASES = [
+    ("MaxPool", (1, 24, 112, 112), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ("MaxPool", (1, 64, 111, 111), dict(kernel_shape=[3, 3], strides=[2, 2])),
+    ("MaxPool", (1, 32, 56, 56), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[0, 0, 1, 1])),
+    ("MaxPool", (1, 32, 27, 27), dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])),
+    ("MaxPool", (1, 16, 224, 224), dict(kernel_shape=[2, 2], strides=[2, 2])),
+    ("AveragePool", (1, 64, 56, 56), dict(kernel_shape=[2, 2], strides=[2, 2])),
+    ("AveragePool", (1, 24, 56, 56), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ("AveragePool", (1, 24, 56, 56), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                                           count_include_pad=1)),
+    ("AveragePool", (1, 32, 28, 28), dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])),
+]
+
+
+@pytest.mark.parametrize("op_type, xs, attrs", ZOO_POOL_CASES)
+def test_zoo_pools_on_two_threads(kernels, op_type, xs, attrs):
+    x = rand(*xs)
+    want, = run_onnxruntime(op_type, [x], attrs, 19 if op_type == "AveragePool" else 12)
+    got, = run_handle(kernels.op(op_type, version=19 if op_type == "AveragePool" else 12), [x], [want], attrs,
+                      threads=2)
+    assert_close(got, want, F32["rtol"], F32["atol"], op_type)
+    assert_would_catch(got, want, F32["rtol"], F32["atol"], op_type)
+
+
 @pytest.mark.parametrize("xs, attrs", POOL_CASES)
 @pytest.mark.parametrize("count_include_pad", [0, 1])
 def test_average_pool(kernels, xs, attrs, count_include_pad):
