@@ -149,6 +149,8 @@ CONV_CASES = [
     ((2, 4, 9, 8), (8, 1, 3, 3), dict(group=4, pads=[1, 1, 1, 1])),
     ((2, 4, 9, 8), (4, 1, 3, 3), dict(group=4, pads=[0, 2, 1, 0], strides=[2, 3], dilations=[2, 1])),
     ((1, 1, 7, 7), (5, 1, 3, 3), dict(pads=[1, 1, 1, 1])),
+    ((1, 1, 512), (128, 1, 64), dict(strides=[32])),      # an audio front end: one channel, long taps
+    ((2, 1, 33, 30), (16, 1, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
     ((2, 4, 9, 8), (8, 4, 1, 1), {}),
     ((2, 6, 9, 8), (9, 2, 1, 1), dict(group=3)),
     ((2, 4, 9, 8), (8, 4, 1, 1), dict(strides=[2, 2])),
@@ -175,6 +177,9 @@ def test_conv_float64(kernels):
     check_reference(kernels, "Conv", [x, w, b], dict(pads=[1, 1, 0, 0], strides=[2, 1]), opset=11, **F64)
     check_reference(kernels, "Conv", [x, rand(6, 1, 3, 3, dtype=np.float64)], dict(group=3), opset=11, **F64)
     check_reference(kernels, "Conv", [x, rand(4, 3, 1, 1, dtype=np.float64)], {}, opset=11, **F64)
+    one_channel = rand(2, 1, 9, 8, dtype=np.float64)   # im2col over the OpenBLAS path, not a depthwise loop
+    check_reference(kernels, "Conv", [one_channel, rand(5, 1, 3, 3, dtype=np.float64)], dict(pads=[1, 1, 1, 1]),
+                    opset=11, **F64)
 
 
 def test_conv_errors(kernels):
