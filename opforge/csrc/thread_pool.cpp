@@ -2,6 +2,14 @@
 #include "thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define OPFORGE_CPU_RELAX() _mm_pause()
+#else
+#define OPFORGE_CPU_RELAX() std::this_thread::yield()
+#endif
 
 namespace opforge_core {
 
@@ -36,9 +44,29 @@ void ThreadPool::run_chunks(Job& job) {
   in_chunk = false;
 }
 
+template <class F>
+bool ThreadPool::spin_until(F&& ready) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  for (;;) {
+    for (int i = 0; i < 32; ++i) {  // the clock is read every 32 polls (~1-2 us)
+      if (ready()) return true;
+      OPFORGE_CPU_RELAX();
+    }
+    const auto waited = clock::now() - start;
+    if (waited >= std::chrono::microseconds(kSpinMicros)) return ready();
+    // Past the first few microseconds, poll between yields: on a loaded machine the core goes
+    // to whoever else is runnable; on an idle one the yield returns at once.
+    if (waited >= std::chrono::microseconds(kPauseMicros)) std::this_thread::yield();
+  }
+}
+
 void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
+    // The next job usually follows within microseconds (the next op's loop): poll for it
+    // before sleeping. Either way the job is taken under the lock.
+    spin_until([&] { return stop_.load(std::memory_order_relaxed) || generation_.load() != seen; });
     Job* job;
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -78,9 +106,10 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, opf_range_fn fn, void* a
   }
   wake_.notify_all();
   run_chunks(job);
+  // Every chunk is claimed: wait for the workers still running theirs (polling first, as they
+  // are usually about to finish), then retire the job so a worker that wakes late cannot enter it.
+  spin_until([&] { return active_.load(std::memory_order_acquire) == 0; });
   std::unique_lock<std::mutex> lock(mu_);
-  // every chunk is claimed; wait for the workers still running theirs, then retire the job so
-  // a worker that wakes late cannot enter it
   done_.wait(lock, [&] { return active_ == 0; });
   job_ = nullptr;
 }

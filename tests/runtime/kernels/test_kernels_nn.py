@@ -149,6 +149,8 @@ CONV_CASES = [
     ((2, 4, 9, 8), (8, 1, 3, 3), dict(group=4, pads=[1, 1, 1, 1])),
     ((2, 4, 9, 8), (4, 1, 3, 3), dict(group=4, pads=[0, 2, 1, 0], strides=[2, 3], dilations=[2, 1])),
     ((1, 1, 7, 7), (5, 1, 3, 3), dict(pads=[1, 1, 1, 1])),
+    ((1, 1, 512), (128, 1, 64), dict(strides=[32])),      # an audio front end: one channel, long taps
+    ((2, 1, 33, 30), (16, 1, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
     ((2, 4, 9, 8), (8, 4, 1, 1), {}),
     ((2, 6, 9, 8), (9, 2, 1, 1), dict(group=3)),
     ((2, 4, 9, 8), (8, 4, 1, 1), dict(strides=[2, 2])),
@@ -175,6 +177,9 @@ def test_conv_float64(kernels):
     check_reference(kernels, "Conv", [x, w, b], dict(pads=[1, 1, 0, 0], strides=[2, 1]), opset=11, **F64)
     check_reference(kernels, "Conv", [x, rand(6, 1, 3, 3, dtype=np.float64)], dict(group=3), opset=11, **F64)
     check_reference(kernels, "Conv", [x, rand(4, 3, 1, 1, dtype=np.float64)], {}, opset=11, **F64)
+    one_channel = rand(2, 1, 9, 8, dtype=np.float64)   # im2col over the OpenBLAS path, not a depthwise loop
+    check_reference(kernels, "Conv", [one_channel, rand(5, 1, 3, 3, dtype=np.float64)], dict(pads=[1, 1, 1, 1]),
+                    opset=11, **F64)
 
 
 def test_conv_errors(kernels):
@@ -325,6 +330,32 @@ def test_pools_wide_rows(kernels, attrs, dtype):
     elif dtype == np.float64:  # onnxruntime has no float64 AveragePool or LpPool
         check_reference(kernels, "AveragePool", [x], attrs, opset=19, **F64)
         check_reference(kernels, "LpPool", [x], attrs, opset=18, **F64)
+
+
+# The model zoo's pools (resnet50, shufflenet, squeezenet, inception_v2, densenet121, vgg19),
+# on two threads: planes split between them, rows longer than one vector, both stride-2 tap pairs.
+ZOO_POOL_CASES = [
+    ("MaxPool", (1, 24, 112, 112), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ("MaxPool", (1, 64, 111, 111), dict(kernel_shape=[3, 3], strides=[2, 2])),
+    ("MaxPool", (1, 32, 56, 56), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[0, 0, 1, 1])),
+    ("MaxPool", (1, 32, 27, 27), dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])),
+    ("MaxPool", (1, 16, 224, 224), dict(kernel_shape=[2, 2], strides=[2, 2])),
+    ("AveragePool", (1, 64, 56, 56), dict(kernel_shape=[2, 2], strides=[2, 2])),
+    ("AveragePool", (1, 24, 56, 56), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ("AveragePool", (1, 24, 56, 56), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+                                           count_include_pad=1)),
+    ("AveragePool", (1, 32, 28, 28), dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])),
+]
+
+
+@pytest.mark.parametrize("op_type, xs, attrs", ZOO_POOL_CASES)
+def test_zoo_pools_on_two_threads(kernels, op_type, xs, attrs):
+    x = rand(*xs)
+    want, = run_onnxruntime(op_type, [x], attrs, 19 if op_type == "AveragePool" else 12)
+    got, = run_handle(kernels.op(op_type, version=19 if op_type == "AveragePool" else 12), [x], [want], attrs,
+                      threads=2)
+    assert_close(got, want, F32["rtol"], F32["atol"], op_type)
+    assert_would_catch(got, want, F32["rtol"], F32["atol"], op_type)
 
 
 @pytest.mark.parametrize("xs, attrs", POOL_CASES)

@@ -41,6 +41,15 @@ def test_layer_directions_and_sequence_lens(kernels, op, direction):
     check_layer(kernels, op, inputs, {"hidden_size": 32, "direction": direction})
 
 
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+def test_lstm_as_torch_writes_it(kernels, direction):
+    """No peepholes, clip or custom activations: the vectorised cell (lstm_row_plain), over a
+    sequence long enough for its errors to compound, a hidden size that is not a multiple of 16."""
+    dirs = 2 if direction == "bidirectional" else 1
+    inputs = layer_inputs("LSTM", seq=60, batch=2, inp=24, hidden=70, dirs=dirs, lens=[60, 33])[:7]
+    check_layer(kernels, "LSTM", inputs, {"hidden_size": 70, "direction": direction})
+
+
 @pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
 def test_layer_batch_first_matches_time_first(kernels, op):
     """onnxruntime refuses layout=1, so the batch-first run is compared with its time-first one."""

@@ -1,5 +1,5 @@
-// plane_vectors.h: 2-D windows over one plane at a time with AVX-512, shared by the depthwise
-// conv and the pools. The plane is copied into a padded buffer, so no tap needs a bounds check;
+// plane_vectors.h: 2-D windows over one plane at a time with AVX-512, for the depthwise conv.
+// The plane is copied into a padded buffer, so no tap needs a bounds check;
 // stride 1 runs over the padded grid (16 consecutive grid positions read 16 consecutive floats
 // per tap, positions in the padding columns discarded by masked stores); stride 2 along rows
 // runs one output row at a time, each tap's 16 inputs gathered by two loads and a permute.

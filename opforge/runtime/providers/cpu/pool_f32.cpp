@@ -1,14 +1,20 @@
-// pool_f32.cpp: float32 2-D MaxPool (without Indices) and AveragePool with AVX-512, one plane per
-// task over a padded copy of it (plane_vectors.h): -inf around it for max, 0 for the mean, whose
-// divisor per output position (taps inside the input, or inside the padded input with
-// count_include_pad) is worked out once per call. A window covering the whole plane is a plain
-// reduction.
+// pool_f32.cpp: float32 1-D/2-D MaxPool (without Indices) and AveragePool with AVX-512, separably:
+// each input row of a plane is first reduced along its width, window by window, straight from
+// the input (masked loads stand in for the padding: -inf for max, 0 for the mean), then each
+// output row reduces the rows its window covers. An input row is read once however many windows
+// overlap it, and no padded copy of the plane is made. Planes are split between the host's
+// threads; the scratch rows are per thread and kept between calls. The mean's divisor per output
+// (taps inside the input, or inside the padded input with count_include_pad) is worked out once
+// per call. A window covering the whole plane is a plain reduction.
 #include <algorithm>
 #include <limits>
 #include <vector>
 
-#include "plane_vectors.h"
 #include "pool_f32.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace opforge_nn {
 
@@ -20,50 +26,127 @@ bool pool_f32(KernelContext&, const PoolPlan&, bool, bool) { return false; }
 
 namespace {
 
-using opforge_conv::planes::OutVector;
-using opforge_conv::planes::Plane;
-using opforge_conv::planes::taps;
-using opforge_conv::tiles::kLanes;
+constexpr int64_t kLanes = 16;
 
-constexpr int kGroup = 4;  ///< output vectors in flight
-
-/// 1 / (taps counted) per output position.
-std::vector<float> inverse_counts(const PoolPlan& plan, bool include_pad) {
-  const AxisTaps &th = plan.taps[1], &tw = plan.taps[2];
-  std::vector<float> inv;
-  for (size_t oh = 0; oh < th.lo.size(); ++oh)
-    for (size_t ow = 0; ow < tw.lo.size(); ++ow) {
-      const int64_t n = include_pad ? th.padded[oh] * tw.padded[ow] : (th.hi[oh] - th.lo[oh]) * (tw.hi[ow] - tw.lo[ow]);
-      inv.push_back(n > 0 ? 1.f / float(n) : 0.f);
-    }
-  return inv;
+/// Lanes t of a 16-float load at column `col` of a row of n floats with 0 <= col + t < n.
+inline __mmask16 lanes_inside(int64_t col, int64_t n) {
+  const int64_t lo = std::clamp<int64_t>(-col, 0, kLanes), hi = std::clamp<int64_t>(n - col, 0, kLanes);
+  const uint32_t below_hi = (1u << hi) - 1, below_lo = (1u << lo) - 1;
+  return __mmask16(below_hi & ~below_lo);
 }
 
-/// One plane: each output vector's max or sum over the taps, kGroup vectors at a time.
-template <int Step, bool Max>
-void run_plane(const Plane& p, const std::vector<OutVector>& vecs, const float* xp, const float* inv, float* y) {
-  const int64_t n = int64_t(p.tapoff.size());
-  const int64_t* off = p.tapoff.data();
-  for (size_t v0 = 0; v0 < vecs.size(); v0 += kGroup) {
-    const int g = int(std::min<size_t>(kGroup, vecs.size() - v0));
-    __m512 acc[kGroup];
-    const float* src[kGroup];
-#pragma GCC unroll 4
-    for (int i = 0; i < kGroup; ++i) {
-      src[i] = xp + vecs[v0 + size_t(std::min(i, g - 1))].src;
-      acc[i] = taps<Step>(src[i] + off[0]);
+/// One tap of one output vector along a row: its first input column and the lanes of the (one,
+/// or for stride 2 two) 16-float loads that fall inside the row.
+struct TapLoad {
+  int64_t col;
+  __mmask16 first, second;
+};
+
+/// The row pass of a call: per output vector of a row, its taps' loads ([vector][tap]) and the
+/// lanes that are outputs of the row.
+struct RowTaps {
+  int64_t vectors = 0, k = 0;
+  bool adjacent = false;  ///< taps one column apart: with stride 2, two taps share their loads
+  std::vector<TapLoad> loads;
+  std::vector<__mmask16> stores;
+};
+
+void row_taps(const Window& w, RowTaps& t) {
+  const int64_t s = w.stride[2];
+  t.vectors = (w.out[2] + kLanes - 1) / kLanes;
+  t.k = w.k[2];
+  t.adjacent = w.dil[2] == 1;
+  t.loads.resize(size_t(t.vectors * t.k));
+  t.stores.resize(size_t(t.vectors));
+  for (int64_t v = 0; v < t.vectors; ++v) {
+    for (int64_t kw = 0; kw < t.k; ++kw) {
+      const int64_t col = v * kLanes * s - w.pad[2] + kw * w.dil[2];
+      t.loads[size_t(v * t.k + kw)] = {col, lanes_inside(col, w.in[2]), lanes_inside(col + kLanes, w.in[2])};
     }
-    for (int64_t t = 1; t < n; ++t)
+    t.stores[size_t(v)] = lanes_inside(v * kLanes, w.out[2]);
+  }
+}
+
+template <bool Max>
+__attribute__((always_inline)) inline __m512 combine(__m512 acc, __m512 v) {
+  // max: a NaN already in acc stays (the all-lanes masked form spares GCC an undefined source)
+  return Max ? _mm512_mask_max_ps(v, 0xFFFF, v, acc) : _mm512_add_ps(acc, v);
+}
+
+/// out[v * 16 + t] = reduction over the window's taps along input row x, for every output
+/// column of the row (the last vector's lanes past the row's outputs are scratch). K is the
+/// window's width when fixed at compile time, else 0.
+template <int Step, int K, bool Max>
+void reduce_row(const RowTaps& t, const float* x, float fill, float* out) {
+  const __m512 pad = _mm512_set1_ps(fill);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const int64_t k = K > 0 ? K : t.k;
+  // With stride 2 and adjacent taps, the 32 floats loaded for tap kw hold tap kw + 1's inputs too
+  // (the odd lanes), so taps go in pairs.
+  const int64_t tap_step = Step == 2 && t.adjacent ? 2 : 1;
+  for (int64_t v = 0; v < t.vectors; ++v) {
+    const TapLoad* load = t.loads.data() + v * k;
+    __m512 acc = pad;
 #pragma GCC unroll 4
-      for (int i = 0; i < kGroup; ++i) {
-        const __m512 v = taps<Step>(src[i] + off[t]);
-        acc[i] = Max ? _mm512_mask_max_ps(v, 0xFFFF, v, acc[i]) : _mm512_add_ps(acc[i], v);  // a NaN seen stays
+    for (int64_t kw = 0; kw < k; kw += tap_step) {
+      // masked lanes are not read, so a column before or past the row is safe
+      const __m512 a = _mm512_mask_loadu_ps(pad, load[kw].first, x + load[kw].col);
+      if constexpr (Step == 1) {
+        acc = combine<Max>(acc, a);
+      } else {
+        const __m512 b = _mm512_mask_loadu_ps(pad, load[kw].second, x + load[kw].col + kLanes);
+        acc = combine<Max>(acc, _mm512_permutex2var_ps(a, even, b));
+        if (tap_step == 2 && kw + 1 < k) acc = combine<Max>(acc, _mm512_permutex2var_ps(a, odd, b));
       }
-    for (int i = 0; i < g; ++i) {
-      const opforge_conv::tiles::Lanes& l = vecs[v0 + size_t(i)].lanes;
-      __m512 v = acc[i];
-      if (!Max) v = _mm512_mul_ps(v, opforge_conv::tiles::load_lanes(_mm512_setzero_ps(), inv, l));
-      opforge_conv::tiles::store_lanes(y, l, v);
+    }
+    _mm512_storeu_ps(out + v * kLanes, acc);
+  }
+}
+
+/// 1 / (taps counted) per output position, in rows of `pitch` floats.
+void inverse_counts(const PoolPlan& plan, bool include_pad, int64_t pitch, std::vector<float>& inv) {
+  const AxisTaps &th = plan.taps[1], &tw = plan.taps[2];
+  inv.assign(size_t(plan.w.out[1] * pitch), 0.f);
+  for (int64_t oh = 0; oh < plan.w.out[1]; ++oh)
+    for (int64_t ow = 0; ow < plan.w.out[2]; ++ow) {
+      const int64_t n = include_pad ? th.padded[oh] * tw.padded[ow] : (th.hi[oh] - th.lo[oh]) * (tw.hi[ow] - tw.lo[ow]);
+      inv[size_t(oh * pitch + ow)] = n > 0 ? 1.f / float(n) : 0.f;
+    }
+}
+
+/// One plane: every needed input row reduced along its width into `rows` (one row of `pitch`
+/// floats per input row), then each output row reduced over its window's rows. K is the
+/// window's height and width when both are the same and fixed at compile time, else 0.
+template <int Step, int K, bool Max>
+void run_plane(const PoolPlan& plan, const RowTaps& t, const float* x, const float* inv, float* rows, float* y) {
+  const Window& w = plan.w;
+  const AxisTaps& th = plan.taps[1];
+  const int64_t pitch = t.vectors * kLanes;
+  const float fill = Max ? -std::numeric_limits<float>::infinity() : 0.f;
+  int64_t done = 0;  // input rows [0, done) are reduced
+  for (int64_t oh = 0; oh < w.out[1]; ++oh) {
+    const int64_t first = th.start[oh] + th.lo[oh] * w.dil[1], last = th.start[oh] + (th.hi[oh] - 1) * w.dil[1];
+    // Windows move down the plane, so the rows still to reduce start at max(done, first); with
+    // dilation a row between two taps may be reduced needlessly.
+    if (th.hi[oh] > th.lo[oh]) {
+      for (int64_t h = std::max(done, first); h <= last; ++h)
+        reduce_row<Step, K, Max>(t, x + h * w.in[2], fill, rows + h * pitch);
+      done = std::max(done, last + 1);
+    }
+    float* out = y + oh * w.out[2];
+    const float* top = rows + th.start[oh] * pitch;
+    const int64_t lo = th.lo[oh], hi = th.hi[oh], step = w.dil[1] * pitch;
+    for (int64_t v = 0; v < t.vectors; ++v) {
+      __m512 acc = _mm512_set1_ps(fill);
+      if (K > 0 && lo == 0 && hi == K) {  // the whole window inside the plane
+#pragma GCC unroll 4
+        for (int64_t jh = 0; jh < K; ++jh) acc = combine<Max>(acc, _mm512_loadu_ps(top + jh * step + v * kLanes));
+      } else {
+        for (int64_t jh = lo; jh < hi; ++jh) acc = combine<Max>(acc, _mm512_loadu_ps(top + jh * step + v * kLanes));
+      }
+      if (!Max) acc = _mm512_mul_ps(acc, _mm512_loadu_ps(inv + oh * pitch + v * kLanes));
+      _mm512_mask_storeu_ps(out + v * kLanes, t.stores[size_t(v)], acc);
     }
   }
 }
@@ -71,11 +154,11 @@ void run_plane(const Plane& p, const std::vector<OutVector>& vecs, const float* 
 /// The whole plane of n floats reduced to one.
 float reduce_plane(const float* x, int64_t n, bool max) {
   const float lowest = -std::numeric_limits<float>::infinity();
-  __m512 acc = _mm512_set1_ps(max ? lowest : 0.f);
+  const __m512 fill = _mm512_set1_ps(max ? lowest : 0.f);
+  __m512 acc = fill;
   for (int64_t i = 0; i < n; i += kLanes) {
-    const __mmask16 m = opforge_conv::tiles::first_lanes(n - i);
-    const __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(max ? lowest : 0.f), m, x + i);
-    acc = max ? _mm512_mask_max_ps(v, 0xFFFF, v, acc) : _mm512_add_ps(acc, v);
+    const __m512 v = _mm512_mask_loadu_ps(fill, lanes_inside(i, n), x + i);
+    acc = max ? combine<true>(acc, v) : combine<false>(acc, v);
   }
   return max ? _mm512_reduce_max_ps(acc) : _mm512_reduce_add_ps(acc);
 }
@@ -85,11 +168,30 @@ bool is_global(const Window& w) {
          w.dil[1] == 1 && w.dil[2] == 1;
 }
 
+/// Whether this window runs here: one plane of rows (1-D or 2-D), stride 1 or 2 along rows.
+bool fits(const Window& w) {
+  return w.in[0] == 1 && w.k[0] == 1 && w.out[0] == 1 && (w.stride[2] == 1 || w.stride[2] == 2);
+}
+
+using PlaneRunner = void (*)(const PoolPlan&, const RowTaps&, const float*, const float*, float*, float*);
+
+template <int Step, bool Max>
+PlaneRunner plane_runner_for(int64_t k) {
+  return k == 2 ? run_plane<Step, 2, Max> : k == 3 ? run_plane<Step, 3, Max> : run_plane<Step, 0, Max>;
+}
+
+/// run_plane for this window's row stride and (square 2x2 or 3x3, else any) kernel.
+PlaneRunner plane_runner(const Window& w, bool max) {
+  const int64_t k = w.k[1] == w.k[2] ? w.k[2] : 0;
+  if (w.stride[2] == 1) return max ? plane_runner_for<1, true>(k) : plane_runner_for<1, false>(k);
+  return max ? plane_runner_for<2, true>(k) : plane_runner_for<2, false>(k);
+}
+
 }  // namespace
 
 bool pool_f32(KernelContext& ctx, const PoolPlan& plan, bool max, bool include_pad) {
   const Window& w = plan.w;
-  if (!opforge_conv::planes::plane_fits(w)) return false;
+  if (!fits(w)) return false;
   const float* x = ctx.input(0).data<float>();
   float* y = ctx.output(0).data<float>();
   const int64_t in = w.in_size(), out = w.out_size();
@@ -99,20 +201,20 @@ bool pool_f32(KernelContext& ctx, const PoolPlan& plan, bool max, bool include_p
     });
     return true;
   }
-  const Plane p = opforge_conv::planes::plane_for(w);
-  const std::vector<OutVector> vecs = opforge_conv::planes::out_vectors(w, p);
-  const std::vector<float> inv = max ? std::vector<float>() : inverse_counts(plan, include_pad);
-  const float fill = max ? -std::numeric_limits<float>::infinity() : 0.f;
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, out * w.k_size()));
+  // Kept between calls, so a call allocates nothing once the largest plane has been seen.
+  thread_local RowTaps taps;
+  thread_local std::vector<float> inv;
+  row_taps(w, taps);
+  const int64_t pitch = taps.vectors * kLanes;
+  if (!max) inverse_counts(plan, include_pad, pitch, inv);
+  auto run = plane_runner(w, max);
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in + out * w.k[1]));
+  const RowTaps& shared_taps = taps;
+  const float* shared_inv = inv.data();
   ctx.parallel_for(plan.planes, grain, [&](int64_t begin, int64_t end) {
-    thread_local std::vector<float> padded;
-    padded.assign(size_t(p.ph * p.pw + p.slack), fill);
-    for (int64_t c = begin; c < end; ++c) {
-      opforge_conv::planes::copy_interior(w, p, x + c * in, fill, padded.data());
-      auto run = w.stride[2] == 1 ? (max ? run_plane<1, true> : run_plane<1, false>)
-                                  : (max ? run_plane<2, true> : run_plane<2, false>);
-      run(p, vecs, padded.data(), inv.data(), y + c * out);
-    }
+    thread_local std::vector<float> rows;
+    if (rows.size() < size_t(w.in[1] * pitch)) rows.resize(size_t(w.in[1] * pitch));
+    for (int64_t c = begin; c < end; ++c) run(plan, shared_taps, x + c * in, shared_inv, rows.data(), y + c * out);
   });
   return true;
 }

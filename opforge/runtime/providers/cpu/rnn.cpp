@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "elementwise_math.h"
 #include "gemm_blas.h"
 #include "reduce.h"
 
@@ -142,11 +143,32 @@ template <class T> struct Run {
   T clipped(T v) const { return clip > 0 ? std::max(T(-clip), std::min(T(clip), v)) : v; }
 };
 
+/// Whether a float LSTM step can take lstm_row_plain: the default activations (sigmoid, tanh,
+/// tanh), no peepholes, clip or coupled input-forget gate.
+template <class T> bool plain_lstm(const Run<T>& run, const Direction<T>& d) {
+  return std::is_same_v<T, float> && d.f.kind == Activation::Sigmoid && d.g.kind == Activation::Tanh &&
+         d.h.kind == Activation::Tanh && d.p == nullptr && run.clip <= 0 && !run.input_forget;
+}
+
+/// cell_row for a plain LSTM step (plain_lstm): one loop without calls, which GCC vectorises
+/// with opforge's SIMD sigmoid and tanh (within 4e-7 relative of libm's).
+inline void lstm_row_plain(int64_t H, const float* xw, const float* hr, float* h, float* c) {
+  namespace vm = opforge_cpu::ew::vmath;
+  for (int64_t k = 0; k < H; ++k) {
+    const float i = vm::sigmoid(xw[k] + hr[k]), o = vm::sigmoid(xw[H + k] + hr[H + k]);
+    const float f = vm::sigmoid(xw[2 * H + k] + hr[2 * H + k]), cand = vm::tanh(xw[3 * H + k] + hr[3 * H + k]);
+    c[k] = f * c[k] + i * cand;
+    h[k] = o * vm::tanh(c[k]);
+  }
+}
+
 /// One step of one batch row: pre-activations `xw` (input projection with W's bias) and `hr`
 /// (recurrent projection with R's bias) -> the new h (and c) in place.
 template <Cell K, class T>
 void cell_row(const Run<T>& run, const Direction<T>& d, const T* xw, const T* hr, T* h, T* c, const T* rh) {
   const int64_t H = run.g.hidden;
+  if constexpr (K == Cell::Lstm && std::is_same_v<T, float>)
+    if (plain_lstm(run, d)) return lstm_row_plain(H, xw, hr, h, c);
   for (int64_t k = 0; k < H; ++k) {
     if constexpr (K == Cell::Rnn) {
       h[k] = d.f(run.clipped(xw[k] + hr[k]));
