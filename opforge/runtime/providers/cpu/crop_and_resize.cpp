@@ -38,7 +38,7 @@ template <class Ctx> std::vector<int64_t> crop_size(const Ctx& ctx) {
 void infer(InferContext& ctx) {
   bilinear_mode(ctx);
   Tensor x = ctx.input(0), rois = ctx.input(1), batch = ctx.input(2);
-  check_rois(x, rois, 4, &batch);
+  check_rois(x, rois, batch);
   const std::vector<int64_t> hw = crop_size(ctx);
   ctx.set_output(0, x.dtype(), {rois.size(0), x.size(1), hw[0], hw[1]});
 }
@@ -109,7 +109,7 @@ void crop_typed(KernelContext& ctx, bool bilinear, float extrapolation, const T*
 void compute(KernelContext& ctx) {
   const bool bilinear = bilinear_mode(ctx);
   Tensor x = ctx.input(0), rois = ctx.input(1), batch = ctx.input(2), y = ctx.output(0);
-  check_rois(x, rois, 4, &batch);
+  check_rois(x, rois, batch);
   OPFORGE_CHECK(rois.dtype() == x.dtype(), "input 'rois' must have X's dtype ", opforge::dtype_name(x.dtype()),
                 ", got ", opforge::dtype_name(rois.dtype()));
   const float extrapolation = ctx.attr<float>("extrapolation_value");

@@ -49,7 +49,7 @@ template <class Ctx> AlignOptions align_options(const Ctx& ctx) {
 void align_infer(InferContext& ctx) {
   const AlignOptions o = align_options(ctx);
   Tensor x = ctx.input(0), rois = ctx.input(1), batch = ctx.input(2);
-  check_rois(x, rois, 4, &batch);
+  check_rois(x, rois, batch);
   ctx.set_output(0, x.dtype(), {rois.size(0), x.size(1), o.out_h, o.out_w});
 }
 
@@ -253,7 +253,7 @@ void align_compute_typed(KernelContext& ctx, const AlignOptions& o, const T* src
 void align_compute(KernelContext& ctx) {
   const AlignOptions o = align_options(ctx);
   Tensor x = ctx.input(0), rois = ctx.input(1), batch = ctx.input(2);
-  check_rois(x, rois, 4, &batch);
+  check_rois(x, rois, batch);
   OPFORGE_CHECK(rois.dtype() == x.dtype(), "input 'rois' must have X's dtype ", opforge::dtype_name(x.dtype()),
                 ", got ", opforge::dtype_name(rois.dtype()));
   Tensor y = ctx.output(0);
