@@ -194,6 +194,14 @@ def test_narrow_weights_stay_on_openblas(n):
     check(sess.run(None, {"a": a})[0], want(a), f"N={n}")
 
 
+def test_a_product_that_cannot_run_keeps_its_matmul_and_its_error():
+    model = build([helper.make_node("MatMul", ["a", "w"], ["y"], name="mm")], [tensor("a", [3, 5])], [("w", randn(4, 20))])
+    sess = session(model)
+    assert ops(sess) == ["MatMul"]
+    with pytest.raises(KernelError, match="node 'mm' \\(MatMul"):
+        sess.run(None, {"a": randn(3, 5)})
+
+
 def test_weights_fed_at_run_time_are_not_packed():
     model = build([helper.make_node("MatMul", ["a", "w"], ["y"])], [tensor("a", [3, 4]), tensor("w", [4, 5])], [])
     assert ops(session(model)) == ["MatMul"]

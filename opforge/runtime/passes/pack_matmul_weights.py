@@ -108,14 +108,16 @@ def _weights(graph: Graph, node: Node, context):
     b = constant(graph, node.inputs[1])
     if a is None or a.dtype != np.float32 or b is None or b.dtype != np.float32 or b.ndim != 2:
         return None
-    transposed = node.op_type == "Gemm" and attribute(node, "transB", 0)
+    transposed = 1 if node.op_type == "Gemm" and attribute(node, "transB", 0) else 0
     if b.shape[0 if transposed else 1] < MIN_COLUMNS:
         return None
+    if a.shape is not None and (not a.shape or isinstance(a.shape[-1], int) and a.shape[-1] != b.shape[transposed]):
+        return None   # a product that cannot run keeps its op, whose error then names it as written
     if node.op_type == "MatMul":
-        return (b, None) if a.shape is None or len(a.shape) >= 1 else None
+        return b, None
     if attribute(node, "transA", 0) or a.shape is None or len(a.shape) != 2:
         return None
-    w = (b.T if attribute(node, "transB", 0) else b) * np.float32(attribute(node, "alpha", 1.0))
+    w = (b.T if transposed else b) * np.float32(attribute(node, "alpha", 1.0))
     c_name = node.inputs[2] if len(node.inputs) > 2 else ""
     if not c_name:
         return w.astype(np.float32), None
