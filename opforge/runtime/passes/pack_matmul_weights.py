@@ -67,13 +67,20 @@ def pack_matmul_weights(graph: Graph, context) -> int:
             bias = _bias_of_add(graph, add, output, w.shape[1], context)
             if bias is not None:
                 nodes, output = nodes + [add], add.outputs[0]
-        act = uses.only_reader(output)
+        act = _activation(uses.only_reader(output))
         activation = ""
-        if act is not None and (act.domain, act.op_type) in _ACTIVATIONS and attribute(act, "approximate", "none") == "none":
-            nodes, output, activation = nodes + [act], act.outputs[0], "Gelu" if act.op_type == "Gelu" else "Relu"
+        if act is not None:
+            nodes, output, activation = nodes + [act], act.outputs[0], act.op_type
         if _replace(graph, uses, context, nodes, output, w, bias, activation, isa):
             packed += 1
     return packed
+
+
+def _activation(node: Node | None) -> Node | None:
+    """``node`` if it is a Relu or an erf-form Gelu (ONNX's or com.microsoft's)."""
+    if node is None or (node.domain, node.op_type) not in _ACTIVATIONS:
+        return None
+    return node if attribute(node, "approximate", "none") == "none" else None
 
 
 def _replace(graph, uses, context, nodes, output, w, bias, activation, isa) -> bool:
