@@ -105,10 +105,10 @@ def test_packed_matmul_matches_float64(isa, m, n, k, act):
 
 
 @pytest.mark.parametrize("isa", ISAS, indirect=True)
-def test_no_bias_and_two_threads(isa):
+def test_no_bias_and_threads_splitting_rows_and_panels(isa):
     model, want = linear_model([130, 300], 300, 200, bias_shape=None)
     a = randn(130, 300)
-    for threads in (1, 2):
+    for threads in (1, 2, 3):
         sess = session(model, threads)
         assert ops(sess) == ["PackedMatMul"]
         check(sess.run(None, {"a": a})[0], want(a), f"{isa} {threads} threads")
