@@ -2,6 +2,7 @@
 
     python benchmarks/bench_transformers.py [--layers 2] [--blocks 7] [--runs 5] [--threads 1 2]
     python benchmarks/bench_transformers.py --profile [--hidden 256] [--batch 1] [--threads 1]
+    python benchmarks/bench_transformers.py --versus-blas [--threads 2]
 
 The encoders are built here with onnx.helper in the shape torch.onnx.export writes a BERT-style
 layer (no download): MatMul + Add for every projection on a (batch, seq, hidden) input, Reshape
@@ -14,7 +15,9 @@ Timing alternates blocks of ``--runs`` runs of each runtime, ``--blocks`` times,
 median block of each, so a change of machine load touches both alike. Outputs are checked
 against onnxruntime first. The load average is printed at the start and at the end. With
 --profile, each encoder instead gets its time per op type in both runtimes side by side
-(benchmarks/op_profile.py).
+(benchmarks/op_profile.py). With --versus-blas, opforge's packed MatMul/Gemm path is timed
+against its OpenBLAS path (OPFORGE_GEMM_ISA=blas) in the same interleaved blocks: two sessions
+of one process, which a busy machine slows alike.
 """
 import argparse
 import os
@@ -158,6 +161,22 @@ def measure(hidden: int, batch: int, threads: int, layers: int, blocks: int, run
     return {"hidden": hidden, "batch": batch, "threads": threads, "ort": ort_time, "ours": ours_time, "err": err}
 
 
+def versus_blas(hidden: int, batch: int, threads: int, layers: int, blocks: int, runs: int) -> dict:
+    source = encoder(hidden, layers, batch).SerializeToString()
+    options = opforge.SessionOptions()
+    options.intra_op_num_threads = threads
+    sessions, before = {}, os.environ.get("OPFORGE_GEMM_ISA")
+    for isa in ("blas", before or "auto"):   # read when the session is made
+        os.environ["OPFORGE_GEMM_ISA"] = isa
+        sessions["blas" if isa == "blas" else "auto"] = opforge.InferenceSession(source, options)
+    if before is None:
+        del os.environ["OPFORGE_GEMM_ISA"]
+    feed = feed_for(hidden, batch)
+    blas, packed = interleaved([lambda: sessions["blas"].run(None, feed), lambda: sessions["auto"].run(None, feed)],
+                               blocks, runs)
+    return {"hidden": hidden, "batch": batch, "threads": threads, "blas": blas, "packed": packed}
+
+
 def load_line(when: str) -> str:
     load = os.getloadavg()
     busy = "  (busy machine: compare only ratios from one run)" if load[0] > 0.5 else ""
@@ -174,6 +193,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--cpu-time", action="store_true",
                         help="time 1-thread rows by the calling thread's CPU time (a busy machine)")
+    parser.add_argument("--versus-blas", action="store_true",
+                        help="opforge's packed path against its OpenBLAS path, no onnxruntime")
     parser.add_argument("--profile", action="store_true", help="time per op type in both runtimes")
     args = parser.parse_args()
     print(load_line("at start"))
@@ -184,6 +205,15 @@ def main() -> None:
                     profile(f"encoder hidden {h} batch {b}, {t} thread(s)", encoder(h, args.layers, b),
                             feed_for(h, b), t, args.blocks * args.runs, float("nan"))
         print(load_line("at end"))
+        return
+    if args.versus_blas:
+        rows = [versus_blas(h, b, t, args.layers, args.blocks, args.runs)
+                for t in args.threads for h in args.hidden for b in args.batch]
+        print(load_line("at end"))
+        print(f"\n{'hidden':>7}{'batch':>6}{'threads':>8}{'blas ms':>10}{'packed ms':>11}{'ratio':>8}")
+        for r in rows:
+            print(f"{r['hidden']:>7}{r['batch']:>6}{r['threads']:>8}{r['blas'] * 1e3:>10.2f}{r['packed'] * 1e3:>11.2f}"
+                  f"{r['packed'] / r['blas']:>8.2f}")
         return
     rows = [measure(h, b, t, args.layers, args.blocks, args.runs, args.cpu_time)
             for t in args.threads for h in args.hidden for b in args.batch]

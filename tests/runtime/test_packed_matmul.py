@@ -105,10 +105,10 @@ def test_packed_matmul_matches_float64(isa, m, n, k, act):
 
 
 @pytest.mark.parametrize("isa", ISAS, indirect=True)
-def test_no_bias_and_two_threads(isa):
+def test_no_bias_and_threads_splitting_rows_and_panels(isa):
     model, want = linear_model([130, 300], 300, 200, bias_shape=None)
     a = randn(130, 300)
-    for threads in (1, 2):
+    for threads in (1, 2, 3):
         sess = session(model, threads)
         assert ops(sess) == ["PackedMatMul"]
         check(sess.run(None, {"a": a})[0], want(a), f"{isa} {threads} threads")
@@ -194,6 +194,15 @@ def test_narrow_weights_stay_on_openblas(n):
     check(sess.run(None, {"a": a})[0], want(a), f"N={n}")
 
 
+def test_a_product_that_cannot_run_keeps_its_matmul_and_its_error():
+    node = helper.make_node("MatMul", ["a", "w"], ["y"], name="mm")
+    model = build([node], [tensor("a", [3, 5])], [("w", randn(4, 20))])
+    sess = session(model)
+    assert ops(sess) == ["MatMul"]
+    with pytest.raises(KernelError, match="node 'mm' \\(MatMul"):
+        sess.run(None, {"a": randn(3, 5)})
+
+
 def test_weights_fed_at_run_time_are_not_packed():
     model = build([helper.make_node("MatMul", ["a", "w"], ["y"])], [tensor("a", [3, 4]), tensor("w", [4, 5])], [])
     assert ops(session(model)) == ["MatMul"]
@@ -261,3 +270,19 @@ def test_layout_passes_skip_device_sessions_and_the_basic_level():
     untouched = object()   # a graph either call would fail on, had it run a pass
     assert run_layout_passes(untouched, LEVEL.ORT_ENABLE_ALL, PassContext(None, None, on_device=True)) == {}
     assert run_layout_passes(untouched, LEVEL.ORT_ENABLE_BASIC, PassContext(None, None)) == {}
+
+
+def test_erf_gelu_written_out_at_opset_17_joins_the_product():
+    """MatMul + Add + x * 0.5 * (1 + erf(x / sqrt 2)): fuse_gelu makes com.microsoft's Gelu, which
+    the packing takes in, as torch-exported encoders have it."""
+    w, b = randn(24, 40), randn(40)
+    nodes = [helper.make_node("MatMul", ["a", "w"], ["p"]), helper.make_node("Add", ["p", "b"], ["x"]),
+             helper.make_node("Div", ["x", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+             helper.make_node("Add", ["e", "one"], ["e1"]), helper.make_node("Mul", ["x", "e1"], ["m"]),
+             helper.make_node("Mul", ["m", "half"], ["y"])]
+    consts = [("sqrt2", np.float32(np.sqrt(2))), ("one", np.float32(1)), ("half", np.float32(0.5))]
+    model = build(nodes, [tensor("a", [2, 9, 24])], [("w", w), ("b", b)] + consts)
+    sess = session(model)
+    assert ops(sess) == ["PackedMatMul"] and sess.pass_stats["fuse_gelu"] == 1
+    a = randn(2, 9, 24)
+    check(sess.run(None, {"a": a})[0], activate(a.astype(np.float64) @ w + b, "Gelu"), "written-out Gelu")

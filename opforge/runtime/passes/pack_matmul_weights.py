@@ -67,13 +67,20 @@ def pack_matmul_weights(graph: Graph, context) -> int:
             bias = _bias_of_add(graph, add, output, w.shape[1], context)
             if bias is not None:
                 nodes, output = nodes + [add], add.outputs[0]
-        act = uses.only_reader(output)
+        act = _activation(uses.only_reader(output))
         activation = ""
-        if act is not None and (act.domain, act.op_type) in _ACTIVATIONS and attribute(act, "approximate", "none") == "none":
-            nodes, output, activation = nodes + [act], act.outputs[0], "Gelu" if act.op_type == "Gelu" else "Relu"
+        if act is not None:
+            nodes, output, activation = nodes + [act], act.outputs[0], act.op_type
         if _replace(graph, uses, context, nodes, output, w, bias, activation, isa):
             packed += 1
     return packed
+
+
+def _activation(node: Node | None) -> Node | None:
+    """``node`` if it is a Relu or an erf-form Gelu (ONNX's or com.microsoft's)."""
+    if node is None or (node.domain, node.op_type) not in _ACTIVATIONS:
+        return None
+    return node if attribute(node, "approximate", "none") == "none" else None
 
 
 def _replace(graph, uses, context, nodes, output, w, bias, activation, isa) -> bool:
@@ -108,14 +115,16 @@ def _weights(graph: Graph, node: Node, context):
     b = constant(graph, node.inputs[1])
     if a is None or a.dtype != np.float32 or b is None or b.dtype != np.float32 or b.ndim != 2:
         return None
-    transposed = node.op_type == "Gemm" and attribute(node, "transB", 0)
+    transposed = 1 if node.op_type == "Gemm" and attribute(node, "transB", 0) else 0
     if b.shape[0 if transposed else 1] < MIN_COLUMNS:
         return None
+    if a.shape is not None and (not a.shape or isinstance(a.shape[-1], int) and a.shape[-1] != b.shape[transposed]):
+        return None   # a product that cannot run keeps its op, whose error then names it as written
     if node.op_type == "MatMul":
-        return (b, None) if a.shape is None or len(a.shape) >= 1 else None
+        return b, None
     if attribute(node, "transA", 0) or a.shape is None or len(a.shape) != 2:
         return None
-    w = (b.T if attribute(node, "transB", 0) else b) * np.float32(attribute(node, "alpha", 1.0))
+    w = (b.T if transposed else b) * np.float32(attribute(node, "alpha", 1.0))
     c_name = node.inputs[2] if len(node.inputs) > 2 else ""
     if not c_name:
         return w.astype(np.float32), None
