@@ -10,6 +10,7 @@ from opforge import _core
 from opforge.errors import OpError, OpMemoryError
 from opforge.runtime.errors import KernelNotFoundError
 from opforge.runtime.model import is_standard_domain
+from opforge.runtime.registry import default_registry
 
 logger = logging.getLogger("opforge.runtime")
 
@@ -93,6 +94,7 @@ class NativeKernel:
         self.num_outputs = len(node.outputs)
         self.inplace = self.schema["inplace"]
         self._reference = None
+        self._values = None
         self._reference_lock = threading.Lock()
 
     def _fallback(self):
@@ -107,6 +109,17 @@ class NativeKernel:
 
                 self._reference = reference_kernel(self.node, self.opset)
         return self._reference
+
+    def _values_kernel(self):
+        """The kernel for calls whose inputs are sequences or optionals, which no C kernel takes:
+        a built-in Python kernel of this op (e.g. Identity's) when there is one, else the
+        reference kernel."""
+        with self._reference_lock:
+            if self._values is None:
+                factory = default_registry.resolve(self.node.domain, self.node.op_type, self.opset,
+                                                   [self.provider])
+                self._values = factory(self.node, self.opset) if factory is not None else False
+        return self._values or self._fallback()
 
     def unsupported(self, dtypes: list) -> "str | None":
         """Why the op cannot take these input dtypes (None when it can); their count was
@@ -138,9 +151,10 @@ class NativeKernel:
     def run_traced(self, inputs: list) -> tuple:
         """``(outputs, workspace bytes)`` of one call; the bytes are None when the call went to
         the reference kernel (the plan then keeps this node as a Python step)."""
-        if (self.unsupported([getattr(x, "dtype", None) for x in inputs])
-                or not all(x is None or isinstance(x, np.ndarray) for x in inputs)):
-            return self._fallback().run(inputs), None   # sequences, optionals: not for C kernels
+        if not all(x is None or isinstance(x, np.ndarray) for x in inputs):
+            return self._values_kernel().run(inputs), None   # sequences, optionals: not for C kernels
+        if self.unsupported([getattr(x, "dtype", None) for x in inputs]):
+            return self._fallback().run(inputs), None
         inputs = [None if x is None else np.asarray(x, order="C") for x in inputs]
         try:
             return self._run_native(inputs)
