@@ -1,11 +1,14 @@
 // signal.cpp: signal-processing ops: the Hann, Hamming and Blackman windows, MelWeightMatrix,
 // DFT (forward, inverse, one-sided) and STFT. Values are computed in double and rounded to the
-// output's type, as onnx's reference (numpy's FFT) does.
+// output's type, except inverse complex transforms of float32 data: numpy's ifft (which onnx's
+// reference and its test data use) computes those in float, so they run numpy's own FFT in float
+// (signal_fft.h) and round as it does. (numpy's forward FFT of float32 data computes in double.)
 #include <cmath>
 #include <complex>
 
 #include "data_movement.h"
 #include "elements.h"
+#include "signal_fft.h"
 
 namespace opforge_cpu {
 namespace {
@@ -183,9 +186,23 @@ template <int Opset> void dft_infer(InferContext& ctx) {
   ctx.set_output(0, ctx.input(0).dtype(), out);
 }
 
-/// Runs the plan over every line of `x` (laid out as (outer, len, inner, channels)) into `y`.
-void dft_lines(const std::vector<double>& x, std::vector<double>& y, const DftPlan& p) {
+/// One line through numpy's FFT in T when it covers the length (complex transforms only), else
+/// through the direct sum in double.
+template <class T> void transform_line(const std::vector<Complex>& in, std::vector<Complex>& out, const DftPlan& p,
+                                       const fft::Plan<T>& plan, const std::vector<Complex>& twiddle) {
+  if (p.transform == Transform::kInverseReal || !plan.covered()) return dft_line(in, out, p.n, p.transform, twiddle);
+  std::vector<fft::Cx<T>> line(size_t(p.n), fft::Cx<T>{T(0), T(0)});
+  for (int64_t j = 0; j < std::min(p.n, p.len); ++j) line[size_t(j)] = {T(in[size_t(j)].real()), T(in[size_t(j)].imag())};
+  if (p.transform == Transform::kForward) plan.template run<true>(line.data(), T(1));
+  else plan.template run<false>(line.data(), T(1.0 / double(p.n)));
+  for (size_t k = 0; k < out.size(); ++k) out[k] = Complex(line[k].r, line[k].i);
+}
+
+/// Runs the plan over every line of `x` (laid out as (outer, len, inner, channels)) into `y`, in
+/// T's precision where numpy's FFT applies.
+template <class T> void dft_lines(const std::vector<double>& x, std::vector<double>& y, const DftPlan& p) {
   const std::vector<Complex> twiddle = twiddles(p.n);
+  const fft::Plan<T> plan(p.n);
   const int64_t out_channels = p.transform == Transform::kInverseReal ? 1 : 2;
   std::vector<Complex> in(size_t(p.len)), out(size_t(p.out_len));
   for (int64_t o = 0; o < p.outer; ++o)
@@ -194,7 +211,7 @@ void dft_lines(const std::vector<double>& x, std::vector<double>& y, const DftPl
         const double* v = &x[size_t(((o * p.len + j) * p.inner + i) * p.channels)];
         in[size_t(j)] = Complex(v[0], p.channels == 2 ? v[1] : 0.0);
       }
-      dft_line(in, out, p.n, p.transform, twiddle);
+      transform_line(in, out, p, plan, twiddle);
       for (int64_t k = 0; k < p.out_len; ++k) {
         double* r = &y[size_t(((o * p.out_len + k) * p.inner + i) * out_channels)];
         r[0] = out[size_t(k)].real();
@@ -207,7 +224,9 @@ template <int Opset> void dft_compute(KernelContext& ctx) {
   const Tensor x = ctx.input(0);
   const DftPlan p = dft_plan(ctx, x.sizes(), dft_axis(ctx, Opset));
   std::vector<double> y(size_t(ctx.output(0).numel()));
-  dft_lines(read_floats<double>(x, "input 'input'"), y, p);
+  const std::vector<double> values = read_floats<double>(x, "input 'input'");
+  if (x.dtype() == OPF_FLOAT32 && p.transform == Transform::kInverse) dft_lines<float>(values, y, p);
+  else dft_lines<double>(values, y, p);
   write_floats(y.data(), ctx.output(0));
 }
 
