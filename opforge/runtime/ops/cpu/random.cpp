@@ -11,6 +11,9 @@
 #include "data_movement.h"
 #include "elements.h"
 
+// numpy multiplies and adds separately: a fused multiply-add would round the draws differently
+#pragma GCC optimize("fp-contract=off")
+
 namespace opforge_cpu {
 namespace {
 
@@ -156,7 +159,7 @@ void random_like_infer(InferContext& ctx) {
 }
 
 /// RandomUniform(Like): u * (high - low) + low in the output's precision, u uniform in [0, 1)
-/// rounded to it first, as onnx's reference computes it.
+/// rounded to it first, as onnx's reference computes it with numpy.
 void uniform_compute(KernelContext& ctx) {
   NumpyRandomState rng = stream_for(ctx);
   const double low = ctx.attr<double>("low"), high = ctx.attr<double>("high");
@@ -165,7 +168,10 @@ void uniform_compute(KernelContext& ctx) {
     using S = typename decltype(tag)::type;
     using C = compute_t<S>;
     S* p = static_cast<S*>(y.raw());
-    for (int64_t i = 0; i < y.numel(); ++i) p[i] = store_as<S>(C(C(rng.uniform()) * C(high - low)) + C(low));
+    // each step rounded to S, as numpy's arithmetic in S rounds it (float16 computes via float)
+    auto in_s = [](C v) { return load_as<C>(store_as<S>(v)); };
+    const C span = in_s(C(high - low)), base = in_s(C(low));
+    for (int64_t i = 0; i < y.numel(); ++i) p[i] = store_as<S>(in_s(in_s(C(rng.uniform())) * span) + base);
   });
 }
 
