@@ -50,7 +50,10 @@ void scatter_elements_infer(InferContext& ctx) {
                 shape_str(idx), " must have the same rank >= 1");
   OPFORGE_CHECK(idx == upd, "'indices' ", shape_str(idx), " and 'updates' ", shape_str(upd),
                 " must have the same shape");
-  normalize_axis(ctx.attr<int64_t>("axis"), int64_t(data.size()));
+  const size_t axis = size_t(normalize_axis(ctx.attr<int64_t>("axis"), int64_t(data.size())));
+  for (size_t d = 0; d < data.size(); ++d)
+    OPFORGE_CHECK(d == axis || idx[d] <= data[d], "'indices' ", shape_str(idx), " is larger than 'data' ",
+                  shape_str(data), " along dim ", d);
   reduction_of(ctx);
   ctx.set_output_like(0, 0);
 }
@@ -160,6 +163,8 @@ void tensor_scatter_compute(KernelContext& ctx) {
   }
   const int64_t es = elem_size(cache), row = dims_product(cs, axis + 1, cs.size()) * es;
   const int64_t per_batch = dims_product(cs, 1, axis), max_len = cs[axis], len = us[axis];
+  if (len == 0 || row == 0) return;
+  OPFORGE_CHECK(max_len > 0, "'past_cache' has no room along dim ", axis);
   const char* src = static_cast<const char*>(upd.raw());
   char* dst = static_cast<char*>(y.raw());
   for (int64_t b = 0; b < cs[0]; ++b)

@@ -102,7 +102,10 @@ template <class Ctx> Shape unpooled_shape(const Ctx& ctx, const Shape& x) {
   OPFORGE_CHECK(pads.size() == 2 * n && strides.size() == n, "attributes 'pads' and 'strides' must hold ", 2 * n,
                 " and ", n, " values");
   Shape out = {x[0], x[1]};
-  for (size_t d = 0; d < n; ++d) out.push_back((x[d + 2] - 1) * strides[d] - pads[d] - pads[d + n] + kernel[d]);
+  for (size_t d = 0; d < n; ++d) {
+    out.push_back((x[d + 2] - 1) * strides[d] - pads[d] - pads[d + n] + kernel[d]);
+    OPFORGE_CHECK(out.back() > 0, "kernel_shape, pads and strides leave no room in unpooled dim ", d + 2);
+  }
   return out;
 }
 
