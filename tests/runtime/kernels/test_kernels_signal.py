@@ -39,7 +39,7 @@ def numpy_dft(x, n, axis, inverse, onesided):
 
 
 @pytest.mark.parametrize("inverse,onesided", [(0, 0), (1, 0), (0, 1), (1, 1)])
-@pytest.mark.parametrize("n", [None, 12, 7, 30, 16])   # 7 and 16: lengths numpy's FFT plan in this kernel skips
+@pytest.mark.parametrize("n", [None, 12, 7, 30, 16, 97, 130])   # 7, 16, 97: lengths numpy's FFT plan here skips; 97, 130: long enough for Bluestein
 def test_dft_matches_numpy(kernels, inverse, onesided, n):
     x = RNG.standard_normal((2, 9, 3, 2 if not (onesided and not inverse) else 1))
     for axis in (1, -3, 2):
@@ -109,3 +109,10 @@ def test_max_unpool_inverts_max_pool(kernels):
     # a larger output_shape: indices stay flat indices of the unpooled shape, which sits at the
     # start of each dim (the ONNX spec's example; onnxruntime reads them in output_shape instead)
     check_reference(kernels, "MaxUnpool", [pooled, indices, np.array([2, 3, 7, 8], np.int64)], attrs, 11)
+
+
+def test_max_roi_pool(kernels):
+    x = RNG.standard_normal((2, 3, 10, 12)).astype(np.float32)
+    rois = np.array([[0, 1, 1, 7, 5], [1, 0, 0, 11, 9], [1, 3.4, 2.6, 3.4, 2.6], [0, 8, 6, 30, 20]], np.float32)
+    for attrs in ({"pooled_shape": [2, 3]}, {"pooled_shape": [4, 4], "spatial_scale": 0.5}):
+        check(kernels, "MaxRoiPool", [x, rois], attrs, opset=1, rtol=0, atol=0)

@@ -1,6 +1,8 @@
-// image_blocks.cpp: ops that put values back into an image: Col2Im (sums sliding blocks into
-// an image, the inverse of im2col) and MaxUnpool (scatters pooled maxima to their indices).
+// image_blocks.cpp: ops on blocks of an image: Col2Im (sums sliding blocks into an image, the
+// inverse of im2col), MaxUnpool (scatters pooled maxima to their indices) and MaxRoiPool (max
+// pooling over a grid laid on each region of interest).
 #include <algorithm>
+#include <cmath>
 
 #include "data_movement.h"
 #include "elements.h"
@@ -143,6 +145,62 @@ void max_unpool_compute(KernelContext& ctx) {
   }
 }
 
+void max_roi_pool_infer(InferContext& ctx) {
+  const Shape x = ctx.input(0).sizes(), rois = ctx.input(1).sizes();
+  const std::vector<int64_t> pooled = ctx.attr<std::vector<int64_t>>("pooled_shape");
+  OPFORGE_CHECK(x.size() == 4, "input 'X' ", shape_str(x), " must be [N, C, H, W]");
+  OPFORGE_CHECK(rois.size() == 2 && rois[1] == 5, "input 'rois' ", shape_str(rois),
+                " must be [num_rois, 5] (batch index, x1, y1, x2, y2)");
+  OPFORGE_CHECK(pooled.size() == 2 && pooled[0] > 0 && pooled[1] > 0, "attribute 'pooled_shape' must be two positive sizes");
+  ctx.set_output(0, ctx.input(0).dtype(), {rois[0], x[1], pooled[0], pooled[1]});
+}
+
+/// Each region (corners scaled by spatial_scale and rounded, as Caffe and onnxruntime do) is cut
+/// into pooled_shape bins; a bin's output is its maximum, or 0 for a bin outside the image.
+template <class S> void max_roi_pool(const KernelContext& ctx, const Tensor& x, const std::vector<double>& rois,
+                                     S* y) {
+  using C = compute_t<S>;
+  const Shape xs = x.sizes(), ys = ctx.output(0).sizes();
+  const int64_t channels = xs[1], height = xs[2], width = xs[3], ph_n = ys[2], pw_n = ys[3];
+  const double scale = ctx.attr<double>("spatial_scale");
+  const S* src = static_cast<const S*>(x.raw());
+  for (int64_t r = 0; r < ys[0]; ++r) {
+    const double* roi = &rois[size_t(r * 5)];
+    const int64_t batch = int64_t(roi[0]);
+    OPFORGE_CHECK(batch >= 0 && batch < xs[0], "roi ", r, " names batch ", roi[0], " of ", xs[0]);
+    const int64_t x1 = std::llround(roi[1] * scale), y1 = std::llround(roi[2] * scale);
+    const int64_t x2 = std::llround(roi[3] * scale), y2 = std::llround(roi[4] * scale);
+    const double bin_h = double(std::max<int64_t>(y2 - y1 + 1, 1)) / double(ph_n);
+    const double bin_w = double(std::max<int64_t>(x2 - x1 + 1, 1)) / double(pw_n);
+    for (int64_t c = 0; c < channels; ++c) {
+      const S* plane = src + (batch * channels + c) * height * width;
+      for (int64_t ph = 0; ph < ph_n; ++ph)
+        for (int64_t pw = 0; pw < pw_n; ++pw) {
+          const int64_t h0 = std::clamp<int64_t>(int64_t(std::floor(ph * bin_h)) + y1, 0, height);
+          const int64_t h1 = std::clamp<int64_t>(int64_t(std::ceil((ph + 1) * bin_h)) + y1, 0, height);
+          const int64_t w0 = std::clamp<int64_t>(int64_t(std::floor(pw * bin_w)) + x1, 0, width);
+          const int64_t w1 = std::clamp<int64_t>(int64_t(std::ceil((pw + 1) * bin_w)) + x1, 0, width);
+          C best = C(0);
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w) {
+              const C v = load_as<C>(plane[h * width + w]);
+              if ((h == h0 && w == w0) || v > best) best = v;
+            }
+          y[((r * channels + c) * ph_n + ph) * pw_n + pw] = store_as<S>(best);
+        }
+    }
+  }
+}
+
+void max_roi_pool_compute(KernelContext& ctx) {
+  const Tensor x = ctx.input(0);
+  const std::vector<double> rois = read_doubles(ctx.input(1));
+  dispatch_storage(x, "input 'X'", [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    max_roi_pool(ctx, x, rois, static_cast<S*>(ctx.output(0).raw()));
+  });
+}
+
 }  // namespace
 }  // namespace opforge_cpu
 
@@ -171,3 +229,13 @@ OPFORGE_OP(MaxUnpool)
     .optional_attr("strides", opforge::AttrType::Ints)
     .infer(max_unpool_infer)
     .compute(max_unpool_compute);
+
+OPFORGE_OP(MaxRoiPool)
+    .since(1)
+    .input("X", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
+    .input("rois", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
+    .output("Y")
+    .required_attr("pooled_shape", opforge::AttrType::Ints)
+    .attr("spatial_scale", 1.0f)
+    .infer(max_roi_pool_infer)
+    .compute(max_roi_pool_compute);
