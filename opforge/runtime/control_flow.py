@@ -186,7 +186,8 @@ class ScanKernel(_ControlFlowKernel):
         length = lengths.pop()
         per_step: list[list] = []
         for step in range(length):
-            slices = [np.take(x, length - 1 - step if _reverse(in_dirs, j) else step, axis=axis)
+            # np.asarray: a step of a 1-D scan input is a 0-d array, not a numpy scalar
+            slices = [np.asarray(np.take(x, length - 1 - step if _reverse(in_dirs, j) else step, axis=axis))
                       for j, (x, axis) in enumerate(zip(scanned, in_axes))]
             env = dict(outer)
             env.update(zip(self.body_inputs, list(states) + slices))
