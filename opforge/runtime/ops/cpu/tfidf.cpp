@@ -63,7 +63,7 @@ void count_row(const std::vector<int64_t>& row, const Pool& pool, int64_t lo, in
   const int64_t size = int64_t(row.size());
   int64_t first = lo;
   Gram gram;
-  for (int64_t skip = 1; skip <= max_skip + 1 && skip * (first - 1) < std::max<int64_t>(size, 1); ++skip) {
+  for (int64_t skip = 1; skip - 1 <= max_skip && skip * (first - 1) < std::max<int64_t>(size, 1); ++skip) {
     for (int64_t start = 0; start + skip * (first - 1) < size; ++start) {
       gram.clear();
       for (int64_t at = start; int64_t(gram.size()) < hi && at < size; at += skip) {
