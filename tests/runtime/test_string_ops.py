@@ -69,3 +69,17 @@ def test_regex_full_match_and_a_bad_pattern():
                 [helper.make_tensor_value_info("x", S, [1])], [helper.make_tensor_value_info("y", TensorProto.BOOL, None)])
     with pytest.raises(KernelError, match="rx.*not a valid regex"):
         InferenceSession(bad, SessionOptions(disable_reference_fallback=True))
+
+
+def test_equal_of_strings_runs_in_python_while_numbers_keep_the_c_kernel():
+    node = helper.make_node("Equal", ["x", "y"], ["z"])
+    strings = model(node, [helper.make_tensor_value_info("x", S, [3]), helper.make_tensor_value_info("y", S, [1])],
+                    [helper.make_tensor_value_info("z", TensorProto.BOOL, None)], 19)
+    assert_like_onnxruntime(strings, {"x": np.array(["a", "b", "a"], dtype=object), "y": np.array(["a"], dtype=object)})
+    F = TensorProto.FLOAT
+    numbers = model(node, [helper.make_tensor_value_info("x", F, [3]), helper.make_tensor_value_info("y", F, [1])],
+                    [helper.make_tensor_value_info("z", TensorProto.BOOL, None)], 19)
+    session = InferenceSession(numbers, SessionOptions(disable_reference_fallback=True))
+    assert hasattr(session._executor.steps[0].kernel, "handle")   # the native kernel
+    np.testing.assert_array_equal(session.run(None, {"x": np.array([1, 2, 1], np.float32),
+                                                     "y": np.array([1], np.float32)})[0], [True, False, True])

@@ -103,3 +103,16 @@ class StringNormalizer(_StringKernel):
         kept = [change(s) for s in x.ravel() if fold(s) not in stops] or [""]
         y = np.array(kept, dtype=object)
         return [y.reshape(1, -1) if x.ndim == 2 else y]
+
+
+@kernel("Equal", since=1)
+class Equal(_StringKernel):
+    """Elementwise equality with broadcasting, for the strings the C kernel cannot take (it serves
+    every other dtype)."""
+
+    def run(self, inputs: list) -> list:
+        a, b = np.asarray(inputs[0]), np.asarray(inputs[1])
+        try:
+            return [np.asarray(np.equal(a, b), dtype=bool)]
+        except (ValueError, TypeError) as exc:
+            raise KernelError(f"{self.node.label}: {exc}") from None

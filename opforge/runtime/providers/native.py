@@ -111,14 +111,12 @@ class NativeKernel:
         return self._reference
 
     def _values_kernel(self):
-        """The kernel for calls whose inputs are sequences or optionals, which no C kernel takes:
-        a built-in Python kernel of this op (e.g. Identity's) when there is one, else the
+        """The kernel for calls whose values no C kernel takes (sequences, optionals, strings):
+        a built-in Python kernel of this op (Identity's, Equal's) when there is one, else the
         reference kernel."""
         with self._reference_lock:
             if self._values is None:
-                factory = default_registry.resolve(self.node.domain, self.node.op_type, self.opset,
-                                                   [self.provider])
-                self._values = factory(self.node, self.opset) if factory is not None else False
+                self._values = python_kernel(self.node, self.opset, self.provider) or False
         return self._values or self._fallback()
 
     def unsupported(self, dtypes: list) -> "str | None":
@@ -151,10 +149,9 @@ class NativeKernel:
     def run_traced(self, inputs: list) -> tuple:
         """``(outputs, workspace bytes)`` of one call; the bytes are None when the call went to
         the reference kernel (the plan then keeps this node as a Python step)."""
-        if not all(x is None or isinstance(x, np.ndarray) for x in inputs):
-            return self._values_kernel().run(inputs), None   # sequences, optionals: not for C kernels
-        if self.unsupported([getattr(x, "dtype", None) for x in inputs]):
-            return self._fallback().run(inputs), None
+        if (not all(x is None or isinstance(x, np.ndarray) for x in inputs)
+                or self.unsupported([getattr(x, "dtype", None) for x in inputs])):
+            return self._values_kernel().run(inputs), None   # sequences, optionals, strings
         inputs = [None if x is None else np.asarray(x, order="C") for x in inputs]
         try:
             return self._run_native(inputs)
@@ -186,6 +183,13 @@ class NativeKernel:
         return results
 
 
+def python_kernel(node, opset: int, provider: str):
+    """The built-in Python kernel (``opforge.runtime.ops``) of the node's op on ``provider``,
+    bound to the node, for values a C kernel cannot take; None when there is none."""
+    factory = default_registry.resolve(node.domain, node.op_type, opset, [provider])
+    return factory(node, opset) if factory is not None else None
+
+
 def _metas(inputs: list) -> list:
     """What the op handle's infer and workspace_size read: (dtype code, shape, value) per input."""
     return [None if x is None else (DTYPE_CODES[x.dtype], x.shape, x) for x in inputs]
@@ -212,6 +216,8 @@ class NativeFactory:
             raise KernelNotFoundError(why)
         kernel = NativeKernel(self.handle, node, opset, self.provider, self.pool, self.allow_fallback)
         why = kernel.unsupported([None if t is None else t.dtype for t in node.input_types])
+        if why and (python := python_kernel(node, opset, self.provider)) is not None:
+            return python   # e.g. Equal of strings
         if why:
             raise KernelNotFoundError(why)
         return kernel
