@@ -1,12 +1,11 @@
-"""FlexAttention (ai.onnx.preview) against onnx.reference; nodes with score_mod / prob_mod
-subgraphs go to the reference provider."""
+"""FlexAttention (ai.onnx.preview) against onnx.reference: the C kernel, and the executor's kernel
+for nodes with score_mod / prob_mod subgraphs."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from opforge.runtime import InferenceSession, SessionOptions
-from opforge.runtime.errors import KernelNotFoundError
 
 RNG = np.random.default_rng(13)
 
@@ -36,14 +35,19 @@ def test_flex_attention_matches_the_reference(kernels, dtype, tol, heads):
         np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
 
 
-def test_a_score_mod_subgraph_is_left_to_the_reference_provider():
-    q = RNG.standard_normal((1, 1, 3, 4)).astype(np.float32)
-    body = helper.make_graph([helper.make_node("Neg", ["s"], ["t"])], "mod",
+@pytest.mark.parametrize("mod", ["score_mod", "prob_mod"])
+def test_mod_subgraphs_run_on_the_sessions_kernels(mod):
+    q = RNG.standard_normal((1, 2, 3, 4)).astype(np.float32)
+    k, v = RNG.standard_normal((2, 1, 1, 5, 4)).astype(np.float32)
+    body = helper.make_graph([helper.make_node("Mul", ["s", "half"], ["t"])], "mod",
                              [helper.make_tensor_value_info("s", TensorProto.FLOAT, None)],
-                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)])
-    model = flex_model(q, q, q, score_mod=body).SerializeToString()
-    want, = ReferenceEvaluator(flex_model(q, q, q, score_mod=body)).run(None, {"q": q, "k": q, "v": q})
-    got, = InferenceSession(model).run(None, {"q": q, "k": q, "v": q})
-    np.testing.assert_allclose(got, want, rtol=1e-6)
-    with pytest.raises(KernelNotFoundError, match="unexpected attribute 'score_mod'"):
-        InferenceSession(model, SessionOptions(disable_reference_fallback=True))
+                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)],
+                             [helper.make_tensor("half", TensorProto.FLOAT, [], [0.5])])
+    proto = flex_model(q, k, v, **{mod: body})
+    want, = ReferenceEvaluator(proto).run(None, {"q": q, "k": k, "v": v})
+    session = InferenceSession(proto.SerializeToString(), SessionOptions(disable_reference_fallback=True))
+    for _ in range(2):
+        got, = session.run(None, {"q": q, "k": k, "v": v})
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    plain, = ReferenceEvaluator(flex_model(q, k, v)).run(None, {"q": q, "k": k, "v": v})
+    assert not np.allclose(got, plain, rtol=1e-3)   # the subgraph did change the result

@@ -1,6 +1,6 @@
 // attention_flex.cpp: FlexAttention (ai.onnx.preview) without its score_mod / prob_mod
-// subgraphs, which a C kernel cannot run: the op does not declare them, so a node that has them
-// is bound to another provider. Rounds as onnx's reference does: Q and K are scaled by
+// subgraphs, which a C kernel cannot run: a node that has them runs on the executor's kernel
+// (runtime/flex_attention.py), and this op does not declare them. Rounds as onnx's reference does: Q and K are scaled by
 // sqrt(scale) in their own type, scores are rounded to it, softmax and the product with V run in
 // float (double for double data, or as softmax_precision says).
 #include <cmath>
