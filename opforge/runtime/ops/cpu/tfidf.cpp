@@ -30,7 +30,10 @@ template <class Ctx> Pool read_pool(const Ctx& ctx) {
   const int64_t lo = ctx.template attr<int64_t>("min_gram_length"), hi = ctx.template attr<int64_t>("max_gram_length");
   OPFORGE_CHECK(1 <= lo && lo <= hi, "min_gram_length ", lo, " and max_gram_length ", hi, " must satisfy 1 <= min <= max");
   Pool p;
-  for (int64_t i : indexes) p.width = std::max(p.width, i + 1);
+  for (int64_t i : indexes) {
+    OPFORGE_CHECK(i >= 0, "attribute 'ngram_indexes' holds a negative column ", i);
+    p.width = std::max(p.width, i + 1);
+  }
   int64_t id = 0;   // n-grams numbered in pool order, those outside [min, max] included
   for (size_t g = 0; g < counts.size(); ++g) {
     const int64_t n = int64_t(g) + 1, begin = counts[g];
