@@ -1,5 +1,6 @@
 // reduce_arg.cpp: ArgMax and ArgMin (first or last extreme along an axis), CumSum and CumProd
 // (inclusive or exclusive, forward or reverse), over (outer, n, inner) views.
+#include "elements.h"
 #include "reduce.h"
 
 namespace {
@@ -80,14 +81,15 @@ template <bool kMax> void compute_arg(KernelContext& ctx) {
   OPFORGE_CHECK(ok, "unsupported dtype ", opforge::dtype_name(x.dtype()));
 }
 
-/// The running operation of CumSum (Add) and CumProd (Mul): its identity and one step.
+/// The running operation of CumSum (Add) and CumProd (Mul): its identity and one step. The 16-bit
+/// floats step in float and round each partial result back, as numpy and onnxruntime do.
 struct Add {
-  template <class T> static T identity() { return T(0); }
-  template <class T> static T apply(T a, T b) { return a + b; }
+  template <class T> static T identity() { return store_as<T>(0.f); }
+  template <class T> static T apply(T a, T b) { return store_as<T>(load_as<compute_t<T>>(a) + load_as<compute_t<T>>(b)); }
 };
 struct Mul {
-  template <class T> static T identity() { return T(1); }
-  template <class T> static T apply(T a, T b) { return a * b; }
+  template <class T> static T identity() { return store_as<T>(1.f); }
+  template <class T> static T apply(T a, T b) { return store_as<T>(load_as<compute_t<T>>(a) * load_as<compute_t<T>>(b)); }
 };
 
 /// Running sum or product of one contiguous row, the accumulator kept in a register.
@@ -147,7 +149,8 @@ template <class Op> void compute_cumulative(KernelContext& ctx) {
   const AxisSplit s = split_at(x.sizes(), normalize_axis(axis[0], x.ndim()));
   const bool exclusive = ctx.attr<int64_t>("exclusive") != 0, reverse = ctx.attr<int64_t>("reverse") != 0;
   if (x.numel() == 0) return;
-  const bool ok = opforge::dispatch<float, double, int32_t, int64_t, uint32_t, uint64_t>(x.dtype(), [&](auto tag) {
+  const bool ok = opforge::dispatch<float, double, int32_t, int64_t, uint32_t, uint64_t, opforge::float16_t,
+                                    opforge::bfloat16_t>(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     cumulative<Op>(ctx, x.data<T>(), ctx.output(0).data<T>(), s, exclusive, reverse);
   });
@@ -181,7 +184,8 @@ template <class Op> void compute_cumulative(KernelContext& ctx) {
 ARG_OP(ArgMax, true);
 ARG_OP(ArgMin, false);
 
-#define CUMULATIVE_DTYPES {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::u32, opforge::u64}
+#define CUMULATIVE_DTYPES \
+  {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::u32, opforge::u64, opforge::f16, opforge::bf16}
 
 OPFORGE_OP(CumSum)
     .since(11)
