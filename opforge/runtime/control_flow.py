@@ -1,5 +1,4 @@
-"""If, Loop, Scan, SequenceMap (and FlexAttention's mods, flex_attention.py): kernels that run
-their subgraphs with the session's own kernels."""
+"""If, Loop, Scan, SequenceMap: kernels that run their subgraphs with the session's own kernels."""
 from __future__ import annotations
 
 from contextvars import ContextVar
@@ -41,14 +40,8 @@ Compile = Callable[[Graph], SubgraphRunner]
 CONTROL_FLOW_OPS = ("If", "Loop", "Scan", "SequenceMap")
 
 
-FLEX_MODS = ("score_mod", "prob_mod")
-
-
 def is_control_flow(node: Node) -> bool:
-    """Whether the executor runs ``node`` itself (If, Loop, Scan, SequenceMap of ai.onnx, and
-    FlexAttention with a score_mod or prob_mod subgraph)."""
-    if node.domain == "ai.onnx.preview" and node.op_type == "FlexAttention":
-        return any(name in node.attrs for name in FLEX_MODS)
+    """Whether the executor runs ``node`` itself (If, Loop, Scan, SequenceMap of ai.onnx)."""
     return node.domain == "" and node.op_type in CONTROL_FLOW_OPS
 
 
@@ -92,10 +85,6 @@ def bind_control_flow(node: Node, opset: int, compile_graph: Compile):
         return LoopKernel(node, compile_graph)
     if node.op_type == "SequenceMap":
         return SequenceMapKernel(node, compile_graph)
-    if node.op_type == "FlexAttention":
-        from opforge.runtime.flex_attention import FlexAttentionKernel
-
-        return FlexAttentionKernel(node, compile_graph)
     return ScanKernel(node, opset, compile_graph)
 
 
@@ -197,8 +186,7 @@ class ScanKernel(_ControlFlowKernel):
         length = lengths.pop()
         per_step: list[list] = []
         for step in range(length):
-            # np.asarray: a step of a 1-D scan input is a 0-d array, not a numpy scalar
-            slices = [np.asarray(np.take(x, length - 1 - step if _reverse(in_dirs, j) else step, axis=axis))
+            slices = [np.take(x, length - 1 - step if _reverse(in_dirs, j) else step, axis=axis)
                       for j, (x, axis) in enumerate(zip(scanned, in_axes))]
             env = dict(outer)
             env.update(zip(self.body_inputs, list(states) + slices))
