@@ -1,6 +1,6 @@
 """Builds opforge's compiled parts: opforge._core (op loading, eager calls, the plan executor) and
 the built-in CPU kernel library, compiled once here for the installing machine and shipped in the
-package (see opforge/runtime/native.py)."""
+package (see opforge/runtime/providers/cpu/library.py)."""
 import importlib.util
 import os
 from pathlib import Path
@@ -15,12 +15,13 @@ SOURCES = sorted(str(p.relative_to(HERE)) for p in (HERE / "opforge" / "csrc").g
 
 
 def _kernel_builder():
-    """opforge/runtime/native.py, loaded by path: importing the opforge.runtime package would
-    need onnx, which is not installed while the package is being built."""
+    """opforge/runtime/providers/cpu/library.py, loaded by path: importing the opforge.runtime
+    package would need onnx, which is not installed while the package is being built."""
     import sys
 
     sys.path.insert(0, str(HERE))   # its build step uses opforge.builder's ninja writer
-    spec = importlib.util.spec_from_file_location("_opforge_native", HERE / "opforge" / "runtime" / "native.py")
+    library = HERE / "opforge" / "runtime" / "providers" / "cpu" / "library.py"
+    spec = importlib.util.spec_from_file_location("_opforge_native", library)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -56,7 +56,9 @@ def rows_per_second(dataset, run) -> float:
 
 def measure(name, model_bytes, x, custom_ops, batch_size) -> list:
     rows = []
-    dataset = ray.data.from_numpy(x).materialize()
+    # In blocks for both workers: Ray hands a worker whole blocks, and from_numpy makes one (opforge's
+    # predict splits such a dataset itself; the onnxruntime actors get the same blocks).
+    dataset = ray.data.from_numpy(x).repartition(8, shuffle=False).materialize()
     threads = 1   # one core per worker, as Ray schedules them: linear scaling is then 2x
     for workers in (1, 2):
         options = opforge.SessionOptions()

@@ -104,7 +104,7 @@ trace = sess.end_profiling()
 events = json.loads(Path(trace).read_text())
 total = {}
 for event in events:
-    key = f"{event['args']['op_type']} on {event['args']['provider']}"
+    key = f"{event['args']['op_name']} on {event['args']['provider']}"
     total[key] = total.get(key, 0.0) + event["dur"]
 for key, micros in sorted(total.items(), key=lambda item: -item[1]):
     print(f"{key:<40}{micros / 20:>10.1f} us per run")

@@ -11,12 +11,18 @@ _RUNTIME = {
     "RunOptions": "opforge.runtime.options",
     "GraphOptimizationLevel": "opforge.runtime.options",
     "ExecutionMode": "opforge.runtime.options",
-    "custom_op": "opforge.runtime.python_op",
-    "PythonOp": "opforge.runtime.python_op",
-    "OpMapping": "opforge.runtime.mapping",
-    "OrtValue": "opforge.runtime.ortvalue",
-    "IOBinding": "opforge.runtime.ortvalue",
+    "custom_op": "opforge.runtime.providers.python_op",
+    "PythonOp": "opforge.runtime.providers.python_op",
+    "OpMapping": "opforge.runtime.load.mapping",
+    "OrtValue": "opforge.runtime.execute.ortvalue",
+    "IOBinding": "opforge.runtime.execute.ortvalue",
     "get_available_providers": "opforge.runtime.providers",
+    "get_all_providers": "opforge.runtime.providers",
+    "get_device": "opforge.runtime.providers",
+    "get_version_string": "opforge.runtime.providers",
+    "set_default_logger_severity": "opforge.runtime.providers",
+    "NodeArg": "opforge.runtime.session",
+    "ModelMetadata": "opforge.runtime.session",
 }
 
 
@@ -33,6 +39,7 @@ def __dir__():
 
 
 __all__ = ["BuildError", "CacheError", "CustomOpBuilder", "ExecutionMode", "GraphOptimizationLevel",
-           "InferenceSession", "IOBinding", "OpError", "OpMapping", "OpforgeError", "OrtValue", "PythonOp",
-           "RunOptions", "SessionOptions", "custom_op", "get_available_providers", "load_dir", "load_inline",
-           "__version__"]
+           "IOBinding", "InferenceSession", "ModelMetadata", "NodeArg", "OpError", "OpMapping",
+           "OpforgeError", "OrtValue", "PythonOp", "RunOptions", "SessionOptions", "custom_op",
+           "get_all_providers", "get_available_providers", "get_device", "get_version_string", "load_dir",
+           "load_inline", "set_default_logger_severity", "__version__"]

@@ -112,7 +112,7 @@ def _rebuild(shipped: ShippedLibrary, why: str):
 
 def _prepare_ops(custom_ops: Sequence[Any]) -> list:
     """Libraries and paths become ShippedLibrary; Python ops and mappings travel as they are."""
-    from opforge.runtime.custom import collect
+    from opforge.runtime.providers.custom import collect
 
     found = collect(custom_ops)
     return [ship(lib) for lib in found.libraries] + list(found.python_ops) + list(found.mappings)
@@ -193,6 +193,7 @@ def predict(dataset, model, *, custom_ops: Sequence[Any] = (), input_columns=Non
         providers = ["CUDAExecutionProvider", "CPUExecutionProvider"]
     model_bytes = _model_bytes(model)
     ops = _prepare_ops(custom_ops)
+    dataset = _spread(dataset, concurrency)
     return dataset.map_batches(
         Predictor, batch_size=batch_size, batch_format="numpy", concurrency=concurrency,
         fn_constructor_args=(ray.put(model_bytes), ray.put(ops)),
@@ -201,11 +202,26 @@ def predict(dataset, model, *, custom_ops: Sequence[Any] = (), input_columns=Non
         **map_batches_args)
 
 
+def _spread(dataset, concurrency):
+    """``dataset`` in enough blocks for every worker to get batches. Ray Data hands a worker whole
+    blocks, and ``from_numpy(array)`` or a small ``from_items`` is a single block, which would keep
+    every other worker idle. A materialized dataset with fewer than two blocks per worker is split
+    (in order, without a shuffle); a lazy one is left as its reads will block it."""
+    from ray.data.dataset import MaterializedDataset
+
+    workers = max(concurrency) if isinstance(concurrency, tuple) else concurrency
+    if not isinstance(dataset, MaterializedDataset) or not isinstance(workers, int) or workers < 2:
+        return dataset
+    if dataset.num_blocks() >= 2 * workers:
+        return dataset
+    return dataset.repartition(2 * workers, shuffle=False)
+
+
 def _declared_dtype(type_string: str) -> "np.dtype | None":
     """The numpy dtype of a 'tensor(float)'-style type string; None for other kinds."""
     import onnx
 
-    from opforge.runtime.types import elem_dtype
+    from opforge.runtime.graph.types import elem_dtype
 
     if not type_string.startswith("tensor("):
         return None

@@ -99,7 +99,7 @@ def main() -> None:
     logging.disable(logging.WARNING)
     compare_ort = "--ort" in sys.argv
     import opforge  # noqa: F401  (imports before "ready", so they do not count against a case)
-    from opforge.runtime import native
+    from opforge.runtime.providers.cpu import library as native
 
     native.cpu_kernels()
     if compare_ort:

@@ -50,7 +50,7 @@ def test_op_table_and_library_print_as_tables(library):
 
 
 def test_library_of_builtin_kernels_prints_every_version():
-    from opforge.runtime.native import cpu_kernels
+    from opforge.runtime.providers.cpu.library import cpu_kernels
 
     text = repr(cpu_kernels().op_table)
     softmax = [line.split()[:3] for line in text.splitlines() if line.startswith("Softmax ")]

@@ -2,7 +2,7 @@
 import json
 
 from opforge.builder.toolchain import cpu_identity
-from opforge.runtime import native
+from opforge.runtime.providers.cpu import library as native
 
 
 def test_prebuilt_kernels_are_kept_only_for_the_same_sources_cpu_and_compiler(tmp_path, monkeypatch):
@@ -23,3 +23,23 @@ def test_prebuilt_kernels_are_kept_only_for_the_same_sources_cpu_and_compiler(tm
     monkeypatch.setenv("CXX", "clang++-none-such")
     stamp.write_text(json.dumps(current))
     assert not native.prebuilt_matches_sources()          # $CXX now names another compiler
+
+
+def test_the_stamp_digests_the_sources_as_the_build_found_them(tmp_path, monkeypatch):
+    """A source edited while the kernels compile leaves the library stale: the stamp records the
+    sources as they were when compiling began, not when it ended."""
+    from opforge.builder import runner
+
+    monkeypatch.setattr(native, "PREBUILT", tmp_path / "libopforge_cpu_kernels.so")
+    monkeypatch.setattr(native, "STAMP", tmp_path / "libopforge_cpu_kernels.json")
+    sources = {"digest": "sources when compiling began"}
+    monkeypatch.setattr(native, "inputs_digest", lambda: sources["digest"])
+
+    def fake_ninja(work, verbose, echo=False):
+        sources["digest"] = "sources edited during the build"
+        (work / native.PREBUILT.name).write_bytes(b"\x7fELF")
+        return True, ""
+
+    monkeypatch.setattr(runner, "run_ninja", fake_ninja)
+    native.build_prebuilt(tmp_path / "work")
+    assert json.loads(native.STAMP.read_text())["inputs"] == "sources when compiling began"

@@ -122,6 +122,19 @@ class _RecordingDataset:
         return self
 
 
+def test_a_single_block_dataset_is_split_so_every_worker_gets_batches(cluster):
+    x = np.arange(60, dtype=np.float32).reshape(30, 2)
+    one_block = ray.data.from_numpy(x).materialize()
+    assert one_block.num_blocks() == 1            # Ray would hand it all to one worker
+    spread = opray._spread(one_block, 2).materialize()
+    assert spread.num_blocks() == 4
+    np.testing.assert_array_equal(np.stack([r["data"] for r in spread.take_all()]), x)   # order kept
+    assert opray._spread(one_block, 1) is one_block
+    assert opray._spread(one_block, (1, 3)).materialize().num_blocks() == 6
+    lazy = ray.data.from_numpy(x).map_batches(lambda b: b)
+    assert opray._spread(lazy, 2) is lazy       # its reads decide its blocks
+
+
 def test_gpu_workers_ask_for_the_cuda_provider_first(monkeypatch):
     monkeypatch.setattr(ray, "put", lambda value: value)
     model = scale_relu_model()

@@ -3,7 +3,7 @@ from opforge.runtime.errors import (FeedError, GraphError, KernelError, KernelNo
                                     ModelLoadError, RunCancelledError)
 from opforge.runtime.options import (ExecutionMode, GraphOptimizationLevel, RunOptions,
                                      SessionOptions)
-from opforge.runtime.registry import KernelRegistry, default_registry, kernel
+from opforge.runtime.providers.registry import KernelRegistry, default_registry, kernel
 from opforge.runtime.session import InferenceSession, ModelMetadata, NodeArg
 
 __all__ = ["ExecutionMode", "FeedError", "GraphError", "GraphOptimizationLevel", "InferenceSession",

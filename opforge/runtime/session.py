@@ -13,26 +13,28 @@ from typing import Any, Mapping, Sequence
 import onnx
 
 from opforge import _core
-from opforge.runtime import custom, native
-from opforge.runtime import ops as _ops  # noqa: F401  (registers the built-in Python kernels)
 from opforge.runtime import providers as _providers  # noqa: F401  (registers the reference kernels)
-from opforge.runtime.control_flow import RUN_OPTIONS, hoist_outer_constants
 from opforge.runtime.errors import FeedError
-from opforge.runtime.executor import Dispatcher, Executor
-from opforge.runtime.feeds import as_output, check_feeds, on_device, to_host
-from opforge.runtime.functions import inline_local_functions
-from opforge.runtime.graph import Graph, ValueInfo, build_graph, sort_graph, topological_order
-from opforge.runtime.mapping import apply_mappings
-from opforge.runtime.model import ModelSource, load_model
+from opforge.runtime.execute.control_flow import RUN_OPTIONS, hoist_outer_constants
+from opforge.runtime.execute.executor import Dispatcher, Executor
+from opforge.runtime.execute.feeds import as_output, check_feeds, on_device, to_host
+from opforge.runtime.graph.graph import Graph, ValueInfo, build_graph, sort_graph, topological_order
+from opforge.runtime.graph.shapes import InferredTypes, infer_types
+from opforge.runtime.graph.validation import check_graph
+from opforge.runtime.load.functions import inline_local_functions
+from opforge.runtime.load.graph_attribute_ops import expand_graph_attribute_ops
+from opforge.runtime.load.mapping import apply_mappings
+from opforge.runtime.load.model import ModelSource, load_model
 from opforge.runtime.options import RunOptions, SessionOptions
-from opforge.runtime.partition import KEEP_ON_DEVICE, partition, read_on_host
 from opforge.runtime.passes import PassContext, run_passes
-from opforge.runtime.plan import PlannedExecutor
+from opforge.runtime.plan.compiled import PlannedExecutor
+from opforge.runtime.plan.partition import KEEP_ON_DEVICE, partition, read_on_host
+from opforge.runtime.providers import custom
+from opforge.runtime.providers.cpu import library as native
+from opforge.runtime.providers.cpu import optional, sequence, strings  # noqa: F401  (registers the built-in Python kernels)
 from opforge.runtime.providers.native import register_library
+from opforge.runtime.providers.registry import CPU, CUDA, PROVIDERS, REFERENCE, KernelRegistry, default_registry
 from opforge.runtime.session_extras import SessionExtras
-from opforge.runtime.registry import CPU, CUDA, PROVIDERS, REFERENCE, KernelRegistry, default_registry
-from opforge.runtime.shapes import InferredTypes, infer_types
-from opforge.runtime.validation import check_graph
 
 logger = logging.getLogger("opforge.runtime")
 
@@ -143,9 +145,10 @@ class InferenceSession(SessionExtras):
         return self.device.active() if self.device is not None else contextlib.nullcontext()
 
     def _load(self, source: ModelSource, base_dir) -> Graph:
-        """Load, expand local functions, apply op mappings, build the graph in topological order."""
+        """Load, expand local functions (and ops whose graph attributes no kernel takes), apply op
+        mappings, build the graph in topological order."""
         loaded = load_model(source, base_dir)
-        self._model = inline_local_functions(loaded.proto)
+        self._model = expand_graph_attribute_ops(inline_local_functions(loaded.proto))
         self._opsets = loaded.opsets
         self.mapped_nodes = apply_mappings(self._model, self._custom.mappings, self._opsets)
         graph = build_graph(self._model.graph)
@@ -243,12 +246,16 @@ class InferenceSession(SessionExtras):
         return self._runner.plan_for(check_feeds(input_feed, self._required, self._overridable))
 
     def end_profiling(self) -> str:
-        """Writes the profile of the runs so far as chrome-trace JSON; returns the file name."""
+        """Writes the profile of the runs so far as chrome-trace JSON; returns the file name.
+
+        Node events are laid out as onnxruntime's ('<node>_kernel_time', args op_name and provider),
+        so tools that read its profiles read these; args.op_type repeats op_name."""
         if self._executor.profile is None:
             return ""
-        events = [{"name": step.node.name or step.node.outputs[0], "cat": "Node", "ph": "X",
+        events = [{"name": f"{step.node.name or step.node.outputs[0]}_kernel_time", "cat": "Node", "ph": "X",
                    "ts": (start - self._profile_start) * 1e6, "dur": seconds * 1e6, "pid": os.getpid(),
-                   "tid": 0, "args": {"op_type": step.node.op_type, "provider": step.kernel.provider}}
+                   "tid": 0, "args": {"op_name": step.node.op_type, "op_type": step.node.op_type,
+                                      "provider": step.kernel.provider}}
                   for step, start, seconds in sorted(self._executor.profile + self._runner.take_profile(),
                                                      key=lambda event: event[1])]
         path = f"{self._sess_options.profile_file_prefix}_{time.strftime('%Y-%m-%d_%H-%M-%S')}.json"

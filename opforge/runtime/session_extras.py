@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from opforge import tables
-from opforge.runtime.feeds import as_output, on_device
-from opforge.runtime.ortvalue import IOBinding, OrtValue
+from opforge.runtime.execute.feeds import as_output, on_device
+from opforge.runtime.execute.ortvalue import IOBinding, OrtValue
 
 
 class SessionExtras:

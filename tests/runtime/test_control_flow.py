@@ -170,7 +170,7 @@ def weighted_if_model():
 
 
 def test_branches_run_as_compiled_plans_with_the_outer_weights_as_their_constants():
-    from opforge.runtime.plan import PlannedExecutor
+    from opforge.runtime.plan.compiled import PlannedExecutor
 
     proto = weighted_if_model()
     sess = InferenceSession(proto)
@@ -228,3 +228,19 @@ def test_a_cancelled_compiled_plan_raises_run_cancelled():
     options.terminate = True
     with pytest.raises(RunCancelledError, match="run cancelled"):
         sess.run(None, feed, options)
+
+
+def test_scan_over_a_vector_runs_natively():
+    """Each step of a 1-D scan input is a scalar: it reaches the body's kernels as a 0-d array
+    (a numpy scalar would send the node to the reference, refused with the fallback off)."""
+    from opforge.runtime import SessionOptions
+
+    body = helper.make_graph([helper.make_node("Add", ["sum_in", "x"], ["sum_out"]),
+                              helper.make_node("Identity", ["sum_out"], ["partial"])], "body",
+                             [tensor("sum_in", []), tensor("x", [])], [tensor("sum_out", []), tensor("partial", [])])
+    proto = model([helper.make_node("Scan", ["init", "xs"], ["total", "partials"], body=body, num_scan_inputs=1)],
+                  [tensor("init", []), tensor("xs", [5])], [tensor("total", []), tensor("partials", [5])])
+    feed = {"init": np.array(1.0, np.float32), "xs": np.arange(5, dtype=np.float32)}
+    options = SessionOptions()
+    options.disable_reference_fallback = True
+    assert_same(InferenceSession(proto, options).run(None, feed), onnxruntime_outputs(proto, feed))

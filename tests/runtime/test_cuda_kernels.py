@@ -6,7 +6,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import opforge
-from opforge.runtime.registry import CUDA
+from opforge.runtime.providers.registry import CUDA
 from cuda_support import numpy_gpu  # noqa: F401  (the stand-in GPU fixture)
 
 ort = pytest.importorskip("onnxruntime")

@@ -11,11 +11,11 @@ from onnx import TensorProto, helper
 
 import opforge
 from cuda_support import numpy_gpu  # noqa: F401  (the stand-in GPU fixture)
-from opforge.runtime.executor import Dispatcher, Executor
-from opforge.runtime.graph import build_graph, topological_order
-from opforge.runtime.partition import COPY_DOMAIN, partition
-from opforge.runtime.registry import CPU, CUDA, REFERENCE, KernelRegistry, default_registry
-from opforge.runtime.shapes import infer_types
+from opforge.runtime.execute.executor import Dispatcher, Executor
+from opforge.runtime.graph.graph import build_graph, topological_order
+from opforge.runtime.graph.shapes import infer_types
+from opforge.runtime.plan.partition import COPY_DOMAIN, partition
+from opforge.runtime.providers.registry import CPU, CUDA, REFERENCE, KernelRegistry, default_registry
 
 F = TensorProto.FLOAT
 

@@ -5,9 +5,9 @@ from onnx import helper
 
 from onnx_builders import chain_model, model, tensor
 from opforge.runtime import KernelError, RunCancelledError, RunOptions
-from opforge.runtime.executor import Executor
-from opforge.runtime.graph import build_graph
-from opforge.runtime.registry import CPU
+from opforge.runtime.execute.executor import Executor
+from opforge.runtime.graph.graph import build_graph
+from opforge.runtime.providers.registry import CPU
 
 
 class Recording:

@@ -5,7 +5,7 @@ from onnx import AttributeProto, helper
 
 from onnx_builders import assert_same, model, onnxruntime_outputs, tensor
 from opforge.runtime import InferenceSession
-from opforge.runtime.functions import inline_local_functions
+from opforge.runtime.load.functions import inline_local_functions
 
 DOMAIN = "local"
 

@@ -9,7 +9,7 @@ import collections
 import pytest
 
 from fuzzing import MUTATIONS, make_case, node_seeds, run_cases, zoo_seeds
-from opforge.runtime import native
+from opforge.runtime.providers.cpu import library as native
 
 SEED, CASES = 7, 400
 FINDINGS = ("crash", "hang", "bare")

@@ -7,7 +7,7 @@ from onnx import TensorProto, helper
 
 from onnx_builders import chain_model, model, tensor
 from opforge.runtime.errors import GraphError
-from opforge.runtime.graph import build_graph, sort_graph, topological_order
+from opforge.runtime.graph.graph import build_graph, sort_graph, topological_order
 
 
 def diamond_nodes():

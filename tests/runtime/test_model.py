@@ -7,7 +7,7 @@ from onnx import helper, numpy_helper
 from onnx_builders import chain_model, model, tensor
 from opforge.runtime import InferenceSession
 from opforge.runtime.errors import ModelLoadError
-from opforge.runtime.model import load_model
+from opforge.runtime.load.model import load_model
 
 
 def weighted_model(location: str, offset: int = 0) -> onnx.ModelProto:

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from helpers import run_python
-from opforge.runtime import native
+from opforge.runtime.providers.cpu import library as native
 
 FIRST_SESSION = """
     import time

@@ -3,6 +3,7 @@
 `script(rt)` uses the API the way onnxruntime's own Python tests and users do; it must run
 unchanged with `rt` being either module and observe the same things.
 """
+import json
 import threading
 
 import numpy as np
@@ -41,9 +42,18 @@ def collections_model() -> bytes:
     return model.SerializeToString()
 
 
-def script(rt, model: bytes) -> dict:
-    """Observations of one runtime; every call here is onnxruntime's API."""
+def script(rt, model: bytes, folder) -> dict:
+    """Observations of one runtime; every call here is onnxruntime's API. `folder` takes the
+    profile files."""
     seen = {}
+    seen["device"] = rt.get_device()
+    seen["cpu available"] = "CPUExecutionProvider" in rt.get_available_providers()
+    seen["cpu known"] = "CPUExecutionProvider" in rt.get_all_providers()
+    seen["version string"] = type(rt.get_version_string()).__name__
+    rt.set_default_logger_severity(3)   # the CUDA request below warns where no GPU is usable
+    seen["cuda request"] = rt.InferenceSession(
+        model, providers=["CUDAExecutionProvider", "CPUExecutionProvider"]).get_providers()
+    rt.set_default_logger_severity(2)
     so = rt.SessionOptions()
     so.graph_optimization_level = rt.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.intra_op_num_threads = 2
@@ -71,6 +81,24 @@ def script(rt, model: bytes) -> dict:
     ro.add_run_config_entry("run.key", "v")
     seen["run config"] = ro.get_run_config_entry("run.key")
     seen["run with options"] = sess.run(["z"], feeds, ro)
+    stop = rt.RunOptions()
+    stop.terminate = True
+    try:
+        sess.run(["z"], feeds, stop)
+        seen["terminate"] = "ran"
+    except Exception as e:    # onnxruntime raises its Fail, opforge RunCancelledError
+        seen["terminate"] = "terminate" in str(e)
+    profiled = rt.SessionOptions()
+    profiled.enable_profiling = True
+    profiled.profile_file_prefix = str(folder / rt.__name__)
+    psess = rt.InferenceSession(model, profiled, providers=["CPUExecutionProvider"])
+    psess.run(None, feeds)
+    with open(psess.end_profiling()) as f:
+        events = json.load(f)
+    seen["profile"] = (type(events).__name__,
+                       any(e["cat"] == "Node" and e["name"].endswith("_kernel_time") and e["args"].get("op_name") == "Add"
+                           and e["args"].get("provider") == "CPUExecutionProvider" and e["dur"] >= 0
+                           for e in events))
     # OrtValue
     v = rt.OrtValue.ortvalue_from_numpy(x)
     seen["ortvalue"] = (v.device_name(), v.shape(), v.data_type(), v.element_type(), v.is_tensor(),
@@ -122,9 +150,9 @@ def script(rt, model: bytes) -> dict:
     return seen
 
 
-def test_the_same_script_runs_on_onnxruntime_and_opforge():
+def test_the_same_script_runs_on_onnxruntime_and_opforge(tmp_path):
     model = add_model()
-    theirs, ours = script(onnxruntime, model), script(opforge, model)
+    theirs, ours = script(onnxruntime, model, tmp_path), script(opforge, model, tmp_path)
     assert theirs.keys() == ours.keys()
     for key in theirs:
         want, got = theirs[key], ours[key]
@@ -132,8 +160,10 @@ def test_the_same_script_runs_on_onnxruntime_and_opforge():
             assert len(got) == len(want)
             for g, w in zip(got, want):
                 assert g.dtype == w.dtype and g.shape == w.shape and g.tolist() == w.tolist(), key
-        elif key == "providers":   # opforge adds its reference fallback last
-            assert got[: len(want)] == want
+        elif key in ("providers", "cuda request"):   # opforge adds its reference fallback last
+            assert got[: len(want)] == want, key
+        elif key == "device":   # onnxruntime's CPU wheel says CPU; opforge names what it can use here
+            assert got == ("GPU" if "CUDAExecutionProvider" in opforge.get_available_providers() else "CPU")
         elif key == "provider options":
             assert got["CPUExecutionProvider"] == want["CPUExecutionProvider"]
         elif key == "after set_providers":
@@ -160,3 +190,19 @@ def test_binding_an_output_buffer_of_the_wrong_shape_names_it():
     b.bind_ortvalue_output("z", opforge.OrtValue.ortvalue_from_shape_and_type([2, 2], np.float32))
     with pytest.raises(opforge.OpforgeError, match="output 'z' is tensor\\(float\\) \\[3, 2\\]; the buffer bound"):
         sess.run_with_iobinding(b)
+
+
+def test_logger_severity_is_onnxruntimes_scale():
+    import logging
+
+    log = logging.getLogger("opforge.runtime")
+    before = log.level
+    try:
+        opforge.set_default_logger_severity(3)
+        assert log.getEffectiveLevel() == logging.ERROR
+        opforge.set_default_logger_severity(0)
+        assert log.getEffectiveLevel() == logging.DEBUG
+        with pytest.raises(ValueError, match="0 \\(verbose\\) to 4 \\(fatal\\)"):
+            opforge.set_default_logger_severity(7)
+    finally:
+        log.setLevel(before)

@@ -3,14 +3,14 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from onnx_builders import model, tensor
-from opforge.runtime.executor import Dispatcher
-from opforge.runtime.graph import build_graph, sort_graph
+from opforge.runtime.execute.executor import Dispatcher
+from opforge.runtime.graph.graph import build_graph, sort_graph
+from opforge.runtime.graph.shapes import infer_types
 from opforge.runtime.options import GraphOptimizationLevel
 from opforge.runtime.passes import PassContext, passes_for, run_passes
 from opforge.runtime.passes.constant_folding import fold_constants
 from opforge.runtime.passes.dead_code import remove_dead_nodes
-from opforge.runtime.registry import REFERENCE, default_registry
-from opforge.runtime.shapes import infer_types
+from opforge.runtime.providers.registry import REFERENCE, default_registry
 
 
 def prepared(proto):

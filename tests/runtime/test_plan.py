@@ -8,7 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnxruntime as ort
 import opforge
-from opforge.runtime.memory import PlanStep, plan_memory
+from opforge.runtime.plan.memory import PlanStep, plan_memory
 from zoo import light_model
 
 
@@ -209,7 +209,7 @@ def test_plan_cache_keeps_the_most_recently_used_signatures():
 
 
 def test_a_plan_that_failed_to_compile_is_tried_again(monkeypatch):
-    from opforge.runtime import plan as plan_module
+    from opforge.runtime.plan import compiled as plan_module
 
     real, calls = plan_module.compile_plan, []
 

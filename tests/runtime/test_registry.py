@@ -4,9 +4,9 @@ import pytest
 
 from onnx_builders import chain_model
 from opforge.runtime import KernelNotFoundError, KernelRegistry, default_registry, kernel
-from opforge.runtime.executor import Dispatcher, Executor
-from opforge.runtime.graph import build_graph
-from opforge.runtime.registry import ANY_OP, CPU, CUDA, REFERENCE
+from opforge.runtime.execute.executor import Dispatcher, Executor
+from opforge.runtime.graph.graph import build_graph
+from opforge.runtime.providers.registry import ANY_OP, CPU, CUDA, REFERENCE
 
 
 def factory(tag):

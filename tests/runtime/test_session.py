@@ -8,7 +8,7 @@ from onnx import TensorProto, helper
 from onnx_builders import chain_model, model, onnxruntime_outputs, tensor
 from opforge.runtime import (FeedError, GraphOptimizationLevel, InferenceSession, KernelError,
                              KernelNotFoundError, RunCancelledError, RunOptions, SessionOptions)
-from opforge.runtime.registry import CPU, REFERENCE
+from opforge.runtime.providers.registry import CPU, REFERENCE
 
 
 def typed_model():
@@ -139,7 +139,7 @@ def test_a_feed_of_more_than_16_dimensions_is_refused():
 
 def test_rank_limit_is_the_native_abi_limit():
     from opforge import _core
-    from opforge.runtime.types import MAX_RANK
+    from opforge.runtime.graph.types import MAX_RANK
 
     assert MAX_RANK == _core.MAX_DIMS
 

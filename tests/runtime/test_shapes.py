@@ -5,9 +5,9 @@ from onnx import TensorProto, helper
 
 from onnx_builders import chain_model, model, tensor
 from opforge.runtime.errors import GraphError
-from opforge.runtime.graph import build_graph
-from opforge.runtime.shapes import infer_types
-from opforge.runtime.types import TensorType
+from opforge.runtime.graph.graph import build_graph
+from opforge.runtime.graph.shapes import infer_types
+from opforge.runtime.graph.types import TensorType
 
 FLOAT32 = np.dtype(np.float32)
 

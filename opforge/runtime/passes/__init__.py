@@ -4,10 +4,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from opforge.runtime.graph import Graph
+from opforge.runtime.graph.graph import Graph
+from opforge.runtime.graph.shapes import InferredTypes
 from opforge.runtime.options import GraphOptimizationLevel
-from opforge.runtime.passes.constant_folding import fold_constants
 from opforge.runtime.passes.cancel_transposes import cancel_transposes
+from opforge.runtime.passes.constant_folding import fold_constants
 from opforge.runtime.passes.dead_code import remove_dead_nodes
 from opforge.runtime.passes.eliminate_casts import eliminate_casts
 from opforge.runtime.passes.fold_batchnorm import fold_batchnorm
@@ -20,7 +21,6 @@ from opforge.runtime.passes.fuse_layernorm import fuse_layernorm
 from opforge.runtime.passes.fuse_matmul_add import fuse_matmul_add
 from opforge.runtime.passes.fuse_qdq import fuse_qdq
 from opforge.runtime.passes.merge_reshapes import merge_reshapes
-from opforge.runtime.shapes import InferredTypes
 
 
 @dataclass

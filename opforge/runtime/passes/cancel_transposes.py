@@ -2,7 +2,7 @@
 each other; a Transpose that keeps every axis in place goes."""
 from __future__ import annotations
 
-from opforge.runtime.graph import Graph, Node
+from opforge.runtime.graph.graph import Graph, Node
 from opforge.runtime.passes.rewrite import Uses, producer_map
 
 

@@ -1,7 +1,7 @@
 """Dead-node removal: drop nodes and initializers that no graph output depends on."""
 from __future__ import annotations
 
-from opforge.runtime.graph import Graph, topological_order
+from opforge.runtime.graph.graph import Graph, topological_order
 
 
 def remove_dead_nodes(graph: Graph, context=None) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from opforge.runtime.graph import Graph, Node
+from opforge.runtime.graph.graph import Graph, Node
 from opforge.runtime.passes.rewrite import Uses, constant, new_initializer
 
 

@@ -1,7 +1,7 @@
 """Conv whose output is summed with another tensor of its shape becomes a FusedConv with Z."""
 from __future__ import annotations
 
-from opforge.runtime.graph import Graph, Node
+from opforge.runtime.graph.graph import Graph, Node
 from opforge.runtime.passes.fuse_conv_activation import fused_conv
 from opforge.runtime.passes.rewrite import MICROSOFT, Uses, can_bind, static_shape
 

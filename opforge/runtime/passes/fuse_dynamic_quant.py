@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-from opforge.runtime.graph import Graph, Node
+from opforge.runtime.graph.graph import Graph, Node
 from opforge.runtime.passes.rewrite import MICROSOFT, Uses, can_bind, constant, producer_map
 
 

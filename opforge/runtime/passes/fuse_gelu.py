@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from opforge.runtime.graph import Graph, Node
+from opforge.runtime.graph.graph import Graph, Node
 from opforge.runtime.passes.rewrite import MICROSOFT, Uses, can_bind, producer_map, scalar
 
 

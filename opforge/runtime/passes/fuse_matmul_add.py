@@ -1,7 +1,7 @@
 """MatMul followed by Add of a bias becomes one Gemm."""
 from __future__ import annotations
 
-from opforge.runtime.graph import Graph, Node
+from opforge.runtime.graph.graph import Graph, Node
 from opforge.runtime.passes.rewrite import Uses, can_bind, static_shape
 
 

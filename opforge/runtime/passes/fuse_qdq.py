@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from opforge.runtime.graph import Graph, Node
+from opforge.runtime.graph.graph import Graph, Node
 from opforge.runtime.passes.rewrite import MICROSOFT, Uses, can_bind, constant, new_initializer, producer_map
 
 # op type -> (quantized op type, its domain)

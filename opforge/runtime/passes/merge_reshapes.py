@@ -2,7 +2,7 @@
 its input already has goes."""
 from __future__ import annotations
 
-from opforge.runtime.graph import Graph, Node
+from opforge.runtime.graph.graph import Graph, Node
 from opforge.runtime.passes.rewrite import Uses, constant, producer_map, static_shape
 
 

@@ -7,8 +7,8 @@ from typing import Iterable
 import numpy as np
 
 from opforge.runtime.errors import KernelNotFoundError
-from opforge.runtime.graph import Graph, Node
-from opforge.runtime.registry import REFERENCE
+from opforge.runtime.graph.graph import Graph, Node
+from opforge.runtime.providers.registry import REFERENCE
 
 MICROSOFT = "com.microsoft"
 

@@ -9,8 +9,8 @@ import numpy as np
 from opforge import _core
 from opforge.errors import OpError, OpMemoryError
 from opforge.runtime.errors import KernelNotFoundError
-from opforge.runtime.model import is_standard_domain
-from opforge.runtime.registry import default_registry
+from opforge.runtime.load.model import is_standard_domain
+from opforge.runtime.providers.registry import default_registry
 
 logger = logging.getLogger("opforge.runtime")
 
@@ -184,7 +184,7 @@ class NativeKernel:
 
 
 def python_kernel(node, opset: int, provider: str):
-    """The built-in Python kernel (``opforge.runtime.ops``) of the node's op on ``provider``,
+    """The built-in Python kernel (``providers/cpu``: sequence, strings...) of the node's op on ``provider``,
     bound to the node, for values a C kernel cannot take; None when there is none."""
     factory = default_registry.resolve(node.domain, node.op_type, opset, [provider])
     return factory(node, opset) if factory is not None else None

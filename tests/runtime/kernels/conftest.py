@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from opforge.runtime import native
+from opforge.runtime.providers.cpu import library as native
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from opforge.runtime.errors import KernelNotFoundError
 from opforge.runtime.providers.native import NativeFactory
-from opforge.runtime.registry import CUDA
+from opforge.runtime.providers.registry import CUDA
 
 
 class DeviceOpKernel:

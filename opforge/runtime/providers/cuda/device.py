@@ -1,7 +1,7 @@
 """One GPU as a session sees it: its stream, its memory pool, and copies to and from the host."""
 import contextlib
 
-from opforge.runtime.registry import CUDA
+from opforge.runtime.providers.registry import CUDA
 
 
 class CudaDevice:

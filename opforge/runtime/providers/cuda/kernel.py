@@ -8,7 +8,7 @@ import functools
 import numpy as np
 
 from opforge.runtime.errors import KernelNotFoundError
-from opforge.runtime.registry import CUDA
+from opforge.runtime.providers.registry import CUDA
 
 FLOATS = (np.dtype("float16"), np.dtype("float32"), np.dtype("float64"))
 CUDA_KERNELS: list = []   # (domain, op type, since version, kernel class)

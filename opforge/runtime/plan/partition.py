@@ -18,7 +18,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import Any
 
-from opforge.runtime.graph import Graph, Node
+from opforge.runtime.graph.graph import Graph, Node
 
 # Set for a run whose caller takes the graph outputs on the device (io_binding, OrtValues).
 KEEP_ON_DEVICE: ContextVar = ContextVar("opforge_keep_on_device", default=False)

@@ -1,4 +1,4 @@
-"""opforge's built-in CPU kernels: the C++ sources in ops/cpu, on the same op contract as user ops.
+"""opforge's built-in CPU kernels: the C++ sources in this folder, on the same op contract as user ops.
 
 They link OpenBLAS from the scipy-openblas32 wheel for Gemm, MatMul and Conv. `pip install`
 compiles them once, for the installing machine (`build_prebuilt`, called by setup.py), into a
@@ -15,7 +15,7 @@ import json
 import os
 from pathlib import Path
 
-KERNEL_DIR = Path(__file__).resolve().parent / "ops" / "cpu"
+KERNEL_DIR = Path(__file__).resolve().parent
 TEMPLATES = KERNEL_DIR.parents[2] / "templates"
 LIBRARY_NAME = "opforge_cpu_kernels"
 PREBUILT = KERNEL_DIR / f"lib{LIBRARY_NAME}.so"
@@ -38,7 +38,7 @@ def blas_flags(rpath: bool = True) -> "tuple[list, list]":
 
 
 def kernel_sources(files=None) -> list:
-    """The kernel sources: every .cpp in ops/cpu, or just the named ones."""
+    """The kernel sources: every .cpp in this folder, or just the named ones."""
     if files:
         return [KERNEL_DIR / f for f in files]
     return sorted(KERNEL_DIR.glob("*.cpp"))
@@ -151,12 +151,15 @@ def build_prebuilt(work: Path, verbose: bool = False) -> Path:
     plan = NinjaPlan(tuple(os.environ.get("CXX", "c++").split()), cflags, ("-shared", *blas_ldflags),
                      compiles, (), str(output))
     (work / "build.ninja").write_text(ninja_text(plan))
+    # the digest of the sources as they are when compiling starts: a source added or edited
+    # during the build must leave the library stale, not stamped current
+    inputs = inputs_digest()
     ok, log = run_ninja(work, verbose, echo=True)   # [n/N] progress, shown by `pip install -v`
     if not ok:
         raise RuntimeError(f"building opforge's CPU kernels failed:\n{log[-5000:]}")
     tmp = PREBUILT.with_name(PREBUILT.name + ".tmp")
     tmp.write_bytes(output.read_bytes())
     os.replace(tmp, PREBUILT)
-    STAMP.write_text(json.dumps({"inputs": inputs_digest(), "cpu": cpu_identity(),
+    STAMP.write_text(json.dumps({"inputs": inputs, "cpu": cpu_identity(),
                                  "compiler": _compiler_version(), "cflags": list(cflags)}, indent=1))
     return PREBUILT

@@ -10,8 +10,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from opforge.runtime import types
 from opforge.runtime.errors import GraphError, node_label
+from opforge.runtime.graph import types
 
 
 @dataclass(frozen=True)

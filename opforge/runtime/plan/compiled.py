@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from opforge import _core
-from opforge.runtime import memory
-from opforge.runtime.executor import Executor, Recording, _run_kernel
+from opforge.runtime.execute.executor import Executor, Recording, _run_kernel
+from opforge.runtime.plan import memory
 
 logger = logging.getLogger("opforge.runtime")
 

@@ -5,11 +5,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from opforge.runtime.control_flow import bind_control_flow, is_control_flow
 from opforge.runtime.errors import GraphError, KernelError, KernelNotFoundError, RunCancelledError
-from opforge.runtime.graph import Graph, Node, topological_order
-from opforge.runtime.registry import BoundKernel, KernelRegistry
-from opforge.runtime.types import MAX_RANK
+from opforge.runtime.execute.control_flow import bind_control_flow, is_control_flow
+from opforge.runtime.graph.graph import Graph, Node, topological_order
+from opforge.runtime.graph.types import MAX_RANK
+from opforge.runtime.providers.registry import BoundKernel, KernelRegistry
 
 BindKernel = Callable[[Node], BoundKernel]
 

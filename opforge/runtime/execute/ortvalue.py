@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from opforge.runtime.errors import FeedError
-from opforge.runtime.feeds import on_device, to_host
-from opforge.runtime.types import dtype_elem, elem_dtype, value_type_string
+from opforge.runtime.execute.feeds import on_device, to_host
+from opforge.runtime.graph.types import dtype_elem, elem_dtype, value_type_string
 
 
 def _dtype(element_type) -> np.dtype:

@@ -7,8 +7,8 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from opforge.runtime.errors import KernelError, RunCancelledError
-from opforge.runtime.graph import Graph, Node
-from opforge.runtime.registry import CPU
+from opforge.runtime.graph.graph import Graph, Node
+from opforge.runtime.providers.registry import CPU
 
 
 class SubgraphRunner(Protocol):
@@ -186,7 +186,8 @@ class ScanKernel(_ControlFlowKernel):
         length = lengths.pop()
         per_step: list[list] = []
         for step in range(length):
-            slices = [np.take(x, length - 1 - step if _reverse(in_dirs, j) else step, axis=axis)
+            # np.asarray: a slice of a 1-D input is a numpy scalar, which kernels do not take
+            slices = [np.asarray(np.take(x, length - 1 - step if _reverse(in_dirs, j) else step, axis=axis))
                       for j, (x, axis) in enumerate(zip(scanned, in_axes))]
             env = dict(outer)
             env.update(zip(self.body_inputs, list(states) + slices))
@@ -215,10 +216,10 @@ class ScanKernel(_ControlFlowKernel):
         batch = rest[0].shape[0]
         per_batch = []
         for b in range(batch):
-            scanned = [x[b] for x in rest[state_count:]]
+            scanned = [np.asarray(x[b]) for x in rest[state_count:]]
             if lengths is not None:
                 scanned = [x[:int(lengths[b])] for x in scanned]
-            per_batch.append(self._scan([s[b] for s in rest[:state_count]], scanned, outer,
+            per_batch.append(self._scan([np.asarray(s[b]) for s in rest[:state_count]], scanned, outer,
                                         self.node.attrs))
         return [_pad_stack([r[i] for r in per_batch]) for i in range(len(per_batch[0]))]
 

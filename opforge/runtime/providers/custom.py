@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from opforge.runtime.mapping import OpMapping
+from opforge.runtime.graph.types import TensorType
+from opforge.runtime.load.mapping import OpMapping
 from opforge.runtime.providers.native import CODE_DTYPES, DTYPE_CODES, NativeFactory, attribute_values
-from opforge.runtime.python_op import PythonOp, python_infer
-from opforge.runtime.registry import CPU, CUDA
-from opforge.runtime.types import TensorType
+from opforge.runtime.providers.python_op import PythonOp, python_infer
+from opforge.runtime.providers.registry import CPU, CUDA
 
 SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".cu")
 

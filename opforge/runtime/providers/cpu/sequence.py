@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from opforge.runtime.errors import KernelError
-from opforge.runtime.registry import kernel
+from opforge.runtime.providers.registry import kernel
 
 
 class _SequenceKernel:

@@ -8,8 +8,8 @@ import onnx
 from onnx.reference import ReferenceEvaluator
 
 from opforge.runtime.errors import KernelNotFoundError
-from opforge.runtime.graph import Node
-from opforge.runtime.registry import ANY_OP, REFERENCE, KernelRegistry, default_registry
+from opforge.runtime.graph.graph import Node
+from opforge.runtime.providers.registry import ANY_OP, REFERENCE, KernelRegistry, default_registry
 
 # The domains whose operators onnx.reference implements.
 DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview.training", "ai.onnx.preview")

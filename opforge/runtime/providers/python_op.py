@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 
 from opforge.runtime.errors import GraphError, KernelError
-from opforge.runtime.types import TensorType
+from opforge.runtime.graph.types import TensorType
 
 
 @dataclass

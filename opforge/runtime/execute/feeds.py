@@ -7,8 +7,8 @@ import numpy as np
 import onnx
 
 from opforge.runtime.errors import FeedError
-from opforge.runtime.graph import ValueInfo
-from opforge.runtime.types import MAX_RANK, dims_of, elem_dtype, is_elem_type, value_type_string
+from opforge.runtime.graph.graph import ValueInfo
+from opforge.runtime.graph.types import MAX_RANK, dims_of, elem_dtype, is_elem_type, value_type_string
 
 
 def check_feeds(feed: Mapping[str, Any], required: list[ValueInfo],

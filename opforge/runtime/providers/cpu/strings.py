@@ -10,7 +10,7 @@ import re
 import numpy as np
 
 from opforge.runtime.errors import KernelError
-from opforge.runtime.registry import kernel
+from opforge.runtime.providers.registry import kernel
 
 
 class _StringKernel:

@@ -1,0 +1,1 @@
+"""The graph: nodes in topological order, checks against the op schemas, types and shapes."""

@@ -1,0 +1,1 @@
+"""Planning: partition (once per session), the memory plan, compiled execution plans."""
