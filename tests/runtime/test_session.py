@@ -86,13 +86,13 @@ def test_providers_default_to_cpu_then_reference():
     assert session.get_providers() == [CPU, REFERENCE]
     options = SessionOptions(disable_reference_fallback=True)
     InferenceSession(chain_model(), options, providers=[CPU])  # Relu has a native kernel
-    nonzero = helper.make_model(helper.make_graph(
-        [helper.make_node("NonZero", ["x"], ["y"], name="nz")], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
-        [helper.make_tensor_value_info("y", TensorProto.INT64, None)]),
-        opset_imports=[helper.make_opsetid("", 17)])
-    with pytest.raises(KernelNotFoundError, match=r"node 'nz' \(NonZero, domain 'ai.onnx'\) at opset 17"):
-        InferenceSession(nonzero, options, providers=[CPU])
+    decoder = helper.make_model(helper.make_graph(   # ImageDecoder runs on the reference provider only
+        [helper.make_node("ImageDecoder", ["x"], ["y"], name="dec")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, None)]),
+        opset_imports=[helper.make_opsetid("", 20)])
+    with pytest.raises(KernelNotFoundError, match=r"node 'dec' \(ImageDecoder, domain 'ai.onnx'\) at opset 20"):
+        InferenceSession(decoder, options, providers=[CPU])
     with pytest.raises(ValueError, match="unknown execution provider"):
         InferenceSession(chain_model(), providers=["TensorrtExecutionProvider"])
 

@@ -10,6 +10,7 @@ from opforge import _core
 from opforge.errors import OpError, OpMemoryError
 from opforge.runtime.errors import KernelNotFoundError
 from opforge.runtime.load.model import is_standard_domain
+from opforge.runtime.providers.registry import default_registry
 
 logger = logging.getLogger("opforge.runtime")
 
@@ -93,6 +94,7 @@ class NativeKernel:
         self.num_outputs = len(node.outputs)
         self.inplace = self.schema["inplace"]
         self._reference = None
+        self._values = None
         self._reference_lock = threading.Lock()
 
     def _fallback(self):
@@ -107,6 +109,15 @@ class NativeKernel:
 
                 self._reference = reference_kernel(self.node, self.opset)
         return self._reference
+
+    def _values_kernel(self):
+        """The kernel for calls whose values no C kernel takes (sequences, optionals, strings):
+        a built-in Python kernel of this op (Identity's, Equal's) when there is one, else the
+        reference kernel."""
+        with self._reference_lock:
+            if self._values is None:
+                self._values = python_kernel(self.node, self.opset, self.provider) or False
+        return self._values or self._fallback()
 
     def unsupported(self, dtypes: list) -> "str | None":
         """Why the op cannot take these input dtypes (None when it can); their count was
@@ -138,9 +149,9 @@ class NativeKernel:
     def run_traced(self, inputs: list) -> tuple:
         """``(outputs, workspace bytes)`` of one call; the bytes are None when the call went to
         the reference kernel (the plan then keeps this node as a Python step)."""
-        if (self.unsupported([getattr(x, "dtype", None) for x in inputs])
-                or not all(x is None or isinstance(x, np.ndarray) for x in inputs)):
-            return self._fallback().run(inputs), None   # sequences, optionals: not for C kernels
+        if (not all(x is None or isinstance(x, np.ndarray) for x in inputs)
+                or self.unsupported([getattr(x, "dtype", None) for x in inputs])):
+            return self._values_kernel().run(inputs), None   # sequences, optionals, strings
         inputs = [None if x is None else np.asarray(x, order="C") for x in inputs]
         try:
             return self._run_native(inputs)
@@ -172,6 +183,13 @@ class NativeKernel:
         return results
 
 
+def python_kernel(node, opset: int, provider: str):
+    """The built-in Python kernel (``providers/cpu``: sequence, strings...) of the node's op on ``provider``,
+    bound to the node, for values a C kernel cannot take; None when there is none."""
+    factory = default_registry.resolve(node.domain, node.op_type, opset, [provider])
+    return factory(node, opset) if factory is not None else None
+
+
 def _metas(inputs: list) -> list:
     """What the op handle's infer and workspace_size read: (dtype code, shape, value) per input."""
     return [None if x is None else (DTYPE_CODES[x.dtype], x.shape, x) for x in inputs]
@@ -198,6 +216,8 @@ class NativeFactory:
             raise KernelNotFoundError(why)
         kernel = NativeKernel(self.handle, node, opset, self.provider, self.pool, self.allow_fallback)
         why = kernel.unsupported([None if t is None else t.dtype for t in node.input_types])
+        if why and (python := python_kernel(node, opset, self.provider)) is not None:
+            return python   # e.g. Equal of strings
         if why:
             raise KernelNotFoundError(why)
         return kernel

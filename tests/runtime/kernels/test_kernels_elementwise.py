@@ -586,11 +586,6 @@ def test_dropout_inputs(kernels, opset, dtype):
     check(kernels, "Dropout", [rand(100000)], opset=opset)
 
 
-def test_dropout_training_mode_is_an_error(kernels):
-    with pytest.raises(opforge.OpError, match="'training_mode' is true"):
-        call(kernels, "Dropout", [rand(3), np.array(0.5, np.float32), np.array(True)], 13)
-
-
 @pytest.mark.parametrize("op, opset", [("Relu", 14), ("Sigmoid", 13), ("Clip", 13), ("Exp", 13), ("Identity", 16),
                                        ("Dropout", 13), ("Not", 1), ("Add", 14), ("Where", 16), ("Cast", 13)])
 def test_inplace_declarations(kernels, op, opset):

@@ -1,4 +1,4 @@
-// activations.cpp: activation kernels (Relu family, sigmoids, Gelu, Mish...), Clip and Dropout.
+// activations.cpp: activation kernels (Relu family, sigmoids, Gelu, Mish...) and Clip.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -197,49 +197,6 @@ void clip_attr_compute(KernelContext& ctx) {
   }), dt);
 }
 
-/// Throws when Dropout's training_mode input is known to be true: kernels only do inference.
-void check_inference(const Tensor& training_mode) {
-  if (!training_mode.has_data()) return;
-  OPFORGE_CHECK(training_mode.numel() == 1, "input 'training_mode' must hold one value");
-  OPFORGE_CHECK(!*training_mode.data<bool>(), "input 'training_mode' is true, but only "
-                "inference (training_mode false) is supported");
-}
-
-/// Dropout's infer; the mask is bool from opset 10, of the data's dtype before.
-template <bool BoolMask> void dropout_infer(InferContext& ctx) {
-  if (ctx.has_input(2)) check_inference(ctx.input(2));
-  ctx.set_output_like(0, 0);
-  if (ctx.num_outputs() > 1)
-    ctx.set_output(1, BoolMask ? int32_t(opforge::boolean) : ctx.input(0).dtype(), ctx.input(0).sizes());
-}
-
-/// 1 as a T, for T a C++ number or one of opforge's half types.
-template <class T> T one_of() {
-  if constexpr (std::is_same_v<T, opforge::float16_t> || std::is_same_v<T, opforge::bfloat16_t>)
-    return opforge::from_float(1.f, T{});
-  else
-    return T(1);
-}
-
-/// Fills a mask with "kept": true, or 1 in the mask's float type.
-void fill_kept(const Tensor& mask) {
-  const bool found = opforge::dispatch<bool, float, double, opforge::float16_t, opforge::bfloat16_t>(
-      mask.dtype(), [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        T* out = mask.data<T>();
-        std::fill(out, out + mask.numel(), one_of<T>());
-      });
-  require_dispatched(found, mask.dtype());
-}
-
-/// Inference-mode Dropout: the output is the input; the mask keeps everything.
-void dropout_compute(KernelContext& ctx) {
-  if (ctx.has_input(2)) check_inference(ctx.input(2));
-  const Tensor x = ctx.input(0);
-  parallel_copy(ctx, x.raw(), ctx.output(0).raw(), x.nbytes());
-  if (ctx.num_outputs() > 1 && ctx.output(1).has_data()) fill_kept(ctx.output(1));
-}
-
 }  // namespace
 }  // namespace opforge_cpu::ew
 
@@ -337,59 +294,3 @@ OPFORGE_OP(Clip)
     .infer(opforge_cpu::ew::clip_infer)
     .compute(opforge_cpu::ew::clip_compute);
 
-#define EW_DROPOUT_DTYPES {opforge::f32, opforge::f64, opforge::f16}
-
-OPFORGE_OP(Dropout)
-    .since(1)
-    .input("data", EW_DROPOUT_DTYPES)
-    .output("output")
-    .optional_output("mask")
-    .optional_attr("consumed_inputs", opforge::AttrType::Ints, "legacy optimization hint")
-    .attr("is_test", int64_t(0), "ignored: kernels always run in inference mode")
-    .attr("ratio", 0.5f, "ignored in inference")
-    .inplace(0, 0)
-    .infer(opforge_cpu::ew::dropout_infer<false>)
-    .compute(opforge_cpu::ew::dropout_compute);
-
-OPFORGE_OP(Dropout)
-    .since(6)
-    .input("data", EW_DROPOUT_DTYPES)
-    .output("output")
-    .optional_output("mask")
-    .attr("is_test", int64_t(0), "ignored: kernels always run in inference mode")
-    .attr("ratio", 0.5f, "ignored in inference")
-    .inplace(0, 0)
-    .infer(opforge_cpu::ew::dropout_infer<false>)
-    .compute(opforge_cpu::ew::dropout_compute);
-
-OPFORGE_OP(Dropout)
-    .since(7)
-    .input("data", EW_DROPOUT_DTYPES)
-    .output("output")
-    .optional_output("mask")
-    .attr("ratio", 0.5f, "ignored in inference")
-    .inplace(0, 0)
-    .infer(opforge_cpu::ew::dropout_infer<false>)
-    .compute(opforge_cpu::ew::dropout_compute);
-
-OPFORGE_OP(Dropout)
-    .since(10)
-    .input("data", EW_DROPOUT_DTYPES)
-    .output("output")
-    .optional_output("mask", {opforge::boolean})
-    .attr("ratio", 0.5f, "ignored in inference")
-    .inplace(0, 0)
-    .infer(opforge_cpu::ew::dropout_infer<true>)
-    .compute(opforge_cpu::ew::dropout_compute);
-
-OPFORGE_OP(Dropout)
-    .since(12)
-    .input("data", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
-    .optional_input("ratio", EW_DROPOUT_DTYPES, "ignored in inference")
-    .optional_input("training_mode", {opforge::boolean}, "must be false (or absent)")
-    .output("output")
-    .optional_output("mask", {opforge::boolean})
-    .optional_attr("seed", opforge::AttrType::Int, "ignored in inference")
-    .inplace(0, 0)
-    .infer(opforge_cpu::ew::dropout_infer<true>)
-    .compute(opforge_cpu::ew::dropout_compute);

@@ -1,5 +1,6 @@
-// reduce_arg.cpp: ArgMax and ArgMin (first or last extreme along an axis) and CumSum
+// reduce_arg.cpp: ArgMax and ArgMin (first or last extreme along an axis), CumSum and CumProd
 // (inclusive or exclusive, forward or reverse), over (outer, n, inner) views.
+#include "elements.h"
 #include "reduce.h"
 
 namespace {
@@ -80,32 +81,44 @@ template <bool kMax> void compute_arg(KernelContext& ctx) {
   OPFORGE_CHECK(ok, "unsupported dtype ", opforge::dtype_name(x.dtype()));
 }
 
-/// Running sum of one contiguous row, the accumulator kept in a register.
-template <bool kExclusive, bool kReverse, class T> void cumsum_row(const T* x, T* y, int64_t n) {
-  T acc = T(0);
+/// The running operation of CumSum (Add) and CumProd (Mul): its identity and one step. The 16-bit
+/// floats step in float and round each partial result back, as numpy and onnxruntime do.
+struct Add {
+  template <class T> static T identity() { return store_as<T>(0.f); }
+  template <class T> static T apply(T a, T b) { return store_as<T>(load_as<compute_t<T>>(a) + load_as<compute_t<T>>(b)); }
+};
+struct Mul {
+  template <class T> static T identity() { return store_as<T>(1.f); }
+  template <class T> static T apply(T a, T b) { return store_as<T>(load_as<compute_t<T>>(a) * load_as<compute_t<T>>(b)); }
+};
+
+/// Running sum or product of one contiguous row, the accumulator kept in a register.
+template <class Op, bool kExclusive, bool kReverse, class T> void cumulative_row(const T* x, T* y, int64_t n) {
+  T acc = Op::template identity<T>();
   for (int64_t j = 0; j < n; ++j) {
     const int64_t at = kReverse ? n - 1 - j : j;
     const T v = x[at];
     if (kExclusive) y[at] = acc;
-    acc += v;
+    acc = Op::apply(acc, v);
     if (!kExclusive) y[at] = acc;
   }
 }
 
-template <bool kExclusive, bool kReverse, class T>
-void cumsum_rows(const KernelContext& ctx, const T* x, T* y, int64_t rows, int64_t n) {
+template <class Op, bool kExclusive, bool kReverse, class T>
+void cumulative_rows(const KernelContext& ctx, const T* x, T* y, int64_t rows, int64_t n) {
   ctx.parallel_for(rows, grain_for(n), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) cumsum_row<kExclusive, kReverse>(x + r * n, y + r * n, n);
+    for (int64_t r = b; r < e; ++r) cumulative_row<Op, kExclusive, kReverse>(x + r * n, y + r * n, n);
   });
 }
 
-/// Running sums along the middle axis of (outer, n, inner), each step a row of `inner` elements.
-template <class T>
-void cumsum(const KernelContext& ctx, const T* x, T* y, AxisSplit s, bool exclusive, bool reverse) {
+/// Running sums or products along the middle axis of (outer, n, inner), each step a row of
+/// `inner` elements.
+template <class Op, class T>
+void cumulative(const KernelContext& ctx, const T* x, T* y, AxisSplit s, bool exclusive, bool reverse) {
   if (s.inner == 1) {
     using Rows = void (*)(const KernelContext&, const T*, T*, int64_t, int64_t);
-    const Rows rows[2][2] = {{cumsum_rows<false, false, T>, cumsum_rows<false, true, T>},
-                             {cumsum_rows<true, false, T>, cumsum_rows<true, true, T>}};
+    const Rows rows[2][2] = {{cumulative_rows<Op, false, false, T>, cumulative_rows<Op, false, true, T>},
+                             {cumulative_rows<Op, true, false, T>, cumulative_rows<Op, true, true, T>}};
     return rows[exclusive][reverse](ctx, x, y, s.outer, s.n);
   }
   const int64_t step = reverse ? -s.inner : s.inner, first = reverse ? (s.n - 1) * s.inner : 0;
@@ -116,18 +129,19 @@ void cumsum(const KernelContext& ctx, const T* x, T* y, AxisSplit s, bool exclus
       const int64_t i0 = (u % segs) * width, w = std::min(width, s.inner - i0);
       const T* xs = x + (u / segs) * s.n * s.inner + i0 + first;
       T* ys = y + (u / segs) * s.n * s.inner + i0 + first;
-      for (int64_t i = 0; i < w; ++i) ys[i] = exclusive ? T(0) : xs[i];
+      for (int64_t i = 0; i < w; ++i) ys[i] = exclusive ? Op::template identity<T>() : xs[i];
       for (int64_t j = 1; j < s.n; ++j) {
         const T* xp = xs + (exclusive ? (j - 1) : j) * step;
         const T* yp = ys + (j - 1) * step;
         T* yj = ys + j * step;
-        for (int64_t i = 0; i < w; ++i) yj[i] = yp[i] + xp[i];
+        for (int64_t i = 0; i < w; ++i) yj[i] = Op::apply(yp[i], xp[i]);
       }
     }
   });
 }
 
-void compute_cumsum(KernelContext& ctx) {
+/// CumSum (Op = Add) and CumProd (Op = Mul).
+template <class Op> void compute_cumulative(KernelContext& ctx) {
   Tensor x = ctx.input(0), axis_t = ctx.input(1);
   OPFORGE_CHECK(x.ndim() >= 1, "input 'x' must have rank >= 1, got a scalar");
   const std::vector<int64_t> axis = read_ints(axis_t);
@@ -135,9 +149,10 @@ void compute_cumsum(KernelContext& ctx) {
   const AxisSplit s = split_at(x.sizes(), normalize_axis(axis[0], x.ndim()));
   const bool exclusive = ctx.attr<int64_t>("exclusive") != 0, reverse = ctx.attr<int64_t>("reverse") != 0;
   if (x.numel() == 0) return;
-  const bool ok = opforge::dispatch<float, double, int32_t, int64_t>(x.dtype(), [&](auto tag) {
+  const bool ok = opforge::dispatch<float, double, int32_t, int64_t, uint32_t, uint64_t, opforge::float16_t,
+                                    opforge::bfloat16_t>(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    cumsum(ctx, x.data<T>(), ctx.output(0).data<T>(), s, exclusive, reverse);
+    cumulative<Op>(ctx, x.data<T>(), ctx.output(0).data<T>(), s, exclusive, reverse);
   });
   OPFORGE_CHECK(ok, "unsupported dtype ", opforge::dtype_name(x.dtype()));
 }
@@ -169,12 +184,25 @@ void compute_cumsum(KernelContext& ctx) {
 ARG_OP(ArgMax, true);
 ARG_OP(ArgMin, false);
 
+#define CUMULATIVE_DTYPES \
+  {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::u32, opforge::u64, opforge::f16, opforge::bf16}
+
 OPFORGE_OP(CumSum)
     .since(11)
-    .input("x", {opforge::f32, opforge::f64, opforge::i32, opforge::i64})
+    .input("x", CUMULATIVE_DTYPES)
     .input("axis", {opforge::i32, opforge::i64})
     .output("y")
     .attr("exclusive", int64_t(0))
     .attr("reverse", int64_t(0))
     .infer(opforge::same_as_input0)
-    .compute(compute_cumsum);
+    .compute(compute_cumulative<Add>);
+
+OPFORGE_OP(CumProd)
+    .since(26)
+    .input("x", CUMULATIVE_DTYPES)
+    .input("axis", {opforge::i32, opforge::i64})
+    .output("y")
+    .attr("exclusive", int64_t(0))
+    .attr("reverse", int64_t(0))
+    .infer(opforge::same_as_input0)
+    .compute(compute_cumulative<Mul>);

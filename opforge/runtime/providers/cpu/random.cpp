@@ -1,0 +1,319 @@
+// random.cpp: ops that draw random numbers: Dropout (a random mask in training mode; the identity
+// in inference), Bernoulli, RandomUniform, RandomNormal and their -Like forms.
+//
+// A seeded op draws the stream numpy's legacy np.random.RandomState(seed) draws (MT19937 seeded as
+// init_genrand, doubles from two 32-bit words, normals by the polar method), so a seeded Dropout
+// or RandomUniform matches onnx's reference implementation bit for bit. Without a seed each call
+// draws a fresh one.
+#include <cmath>
+#include <random>
+
+#include "data_movement.h"
+#include "elements.h"
+
+// numpy multiplies and adds separately: a fused multiply-add would round the draws differently
+#pragma GCC optimize("fp-contract=off")
+
+namespace opforge_cpu {
+namespace {
+
+using namespace data_movement;
+
+/// numpy's RandomState stream: uniform doubles in [0, 1) and standard normals.
+class NumpyRandomState {
+ public:
+  explicit NumpyRandomState(uint32_t seed) : mt_(seed) {}
+
+  double uniform() {
+    const uint32_t a = mt_() >> 5, b = mt_() >> 6;
+    return (a * 67108864.0 + b) / 9007199254740992.0;
+  }
+
+  double normal() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    double x1, x2, r2;
+    do {
+      x1 = 2.0 * uniform() - 1.0;
+      x2 = 2.0 * uniform() - 1.0;
+      r2 = x1 * x1 + x2 * x2;
+    } while (r2 >= 1.0 || r2 == 0.0);
+    const double f = std::sqrt(-2.0 * std::log(r2) / r2);
+    spare_ = f * x1;
+    has_spare_ = true;
+    return f * x2;
+  }
+
+ private:
+  std::mt19937 mt_;
+  double spare_ = 0.0;
+  bool has_spare_ = false;
+};
+
+/// The stream for an op's 'seed' attribute (an int for Dropout, a float for the others); a
+/// random seed when the node gives none.
+template <class Ctx> NumpyRandomState stream_for(const Ctx& ctx) {
+  if (!ctx.has_attr("seed")) return NumpyRandomState(std::random_device{}());
+  const double seed = ctx.template attr<double>("seed");
+  OPFORGE_CHECK(seed >= 0 && seed <= 4294967295.0, "attribute 'seed' = ", seed, " must be in [0, 2**32)");
+  return NumpyRandomState(uint32_t(seed));
+}
+
+/// Writes f() converted to the element type of t into each element, in order.
+template <class F> void fill_with(const Tensor& t, F&& f) {
+  dispatch_storage(t, "output", [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    S* p = static_cast<S*>(t.raw());
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = store_as<S>(f());
+  });
+}
+
+// ---- Dropout ----
+
+/// Whether a Dropout call trains (input 'training_mode' present and true).
+template <class Ctx> bool training(const Ctx& ctx) {
+  if (!ctx.has_input(2)) return false;
+  const Tensor mode = ctx.input(2);
+  OPFORGE_CHECK(mode.numel() == 1, "input 'training_mode' must hold one value, got ", mode.numel());
+  return mode.has_data() && *mode.template data<bool>();
+}
+
+/// The drop probability: input 'ratio' (opset 12), else the attribute, else 0.5.
+double drop_ratio(const KernelContext& ctx) {
+  double r = ctx.has_attr("ratio") ? ctx.attr<double>("ratio") : 0.5;
+  if (ctx.num_inputs() > 1 && ctx.has_input(1)) r = read_scalar(ctx.input(1), "ratio");
+  OPFORGE_CHECK(r >= 0 && r < 1, "the drop ratio must be in [0, 1), got ", r);
+  return r;
+}
+
+/// Dropout's infer; the mask is bool from opset 10, of the data's dtype before.
+template <bool BoolMask> void dropout_infer(InferContext& ctx) {
+  ctx.set_output_like(0, 0);
+  if (ctx.num_outputs() > 1)
+    ctx.set_output(1, BoolMask ? int32_t(opforge::boolean) : ctx.input(0).dtype(), ctx.input(0).sizes());
+}
+
+/// Writes "kept" (true, or 1 in the mask's float type) into every element of the mask.
+void fill_kept(const Tensor& mask) {
+  if (mask.dtype() == OPF_BOOL) {
+    std::fill(mask.data<bool>(), mask.data<bool>() + mask.numel(), true);
+    return;
+  }
+  fill_with(mask, [] { return 1.0; });
+}
+
+/// Training-mode Dropout: keeps an element where a uniform draw is >= ratio, scaled by
+/// 1 / (1 - ratio) in the data's precision, as onnx's reference does.
+void dropout_train(const KernelContext& ctx, double ratio) {
+  const Tensor x = ctx.input(0), y = ctx.output(0);
+  const bool with_mask = ctx.num_outputs() > 1 && ctx.output(1).has_data();
+  NumpyRandomState rng = stream_for(ctx);
+  std::vector<bool> keep(size_t(x.numel()));
+  for (size_t i = 0; i < keep.size(); ++i) keep[i] = rng.uniform() >= ratio;
+  dispatch_storage(x, "input 'data'", [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    using C = compute_t<S>;
+    const C scale = C(1) / (C(1) - C(ratio));
+    const S* in = static_cast<const S*>(x.raw());
+    S* out = static_cast<S*>(y.raw());
+    for (size_t i = 0; i < keep.size(); ++i) out[i] = store_as<S>(keep[i] ? C(load_as<C>(in[i]) * scale) : C(0));
+  });
+  if (!with_mask) return;
+  size_t i = 0;
+  if (ctx.output(1).dtype() == OPF_BOOL) {
+    bool* m = ctx.output(1).data<bool>();
+    for (bool k : keep) m[i++] = k;
+    return;
+  }
+  fill_with(ctx.output(1), [&] { return keep[i++] ? 1.0 : 0.0; });
+}
+
+void dropout_compute(KernelContext& ctx) {
+  if (training(ctx)) {
+    const double ratio = drop_ratio(ctx);
+    if (ratio > 0) return dropout_train(ctx, ratio);
+  }
+  copy_input0(ctx);
+  if (ctx.num_outputs() > 1 && ctx.output(1).has_data()) fill_kept(ctx.output(1));
+}
+
+// ---- random tensors ----
+
+/// The output dtype of a random op: attribute 'dtype' when given and not 0, else `fallback`.
+template <class Ctx> int32_t random_dtype(const Ctx& ctx, int32_t fallback) {
+  const int64_t d = ctx.has_attr("dtype") ? ctx.template attr<int64_t>("dtype") : 0;
+  const int32_t dtype = d != 0 ? int32_t(d) : fallback;
+  OPFORGE_CHECK(is_float_dtype(dtype), "the output dtype must be float16, bfloat16, float or double, got ",
+                opforge::dtype_name(dtype));
+  return dtype;
+}
+
+void random_infer(InferContext& ctx) {
+  ctx.set_output(0, random_dtype(ctx, OPF_FLOAT32), ctx.attr<std::vector<int64_t>>("shape"));
+}
+
+void random_like_infer(InferContext& ctx) {
+  ctx.set_output(0, random_dtype(ctx, ctx.input(0).dtype()), ctx.input(0).sizes());
+}
+
+/// RandomUniform(Like): u * (high - low) + low in the output's precision, u uniform in [0, 1)
+/// rounded to it first, as onnx's reference computes it with numpy.
+void uniform_compute(KernelContext& ctx) {
+  NumpyRandomState rng = stream_for(ctx);
+  const double low = ctx.attr<double>("low"), high = ctx.attr<double>("high");
+  const Tensor y = ctx.output(0);
+  dispatch_storage(y, "output", [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    using C = compute_t<S>;
+    S* p = static_cast<S*>(y.raw());
+    // each step rounded to S, as numpy's arithmetic in S rounds it (float16 computes via float)
+    auto in_s = [](C v) { return load_as<C>(store_as<S>(v)); };
+    const C span = in_s(C(high - low)), base = in_s(C(low));
+    for (int64_t i = 0; i < y.numel(); ++i) p[i] = store_as<S>(in_s(in_s(C(rng.uniform())) * span) + base);
+  });
+}
+
+/// RandomNormal(Like): mean + scale * z, z standard normal.
+void normal_compute(KernelContext& ctx) {
+  NumpyRandomState rng = stream_for(ctx);
+  const double mean = ctx.attr<double>("mean"), scale = ctx.attr<double>("scale");
+  fill_with(ctx.output(0), [&] { return mean + scale * rng.normal(); });
+}
+
+void bernoulli_infer(InferContext& ctx) {
+  const int64_t d = ctx.has_attr("dtype") ? ctx.attr<int64_t>("dtype") : 0;
+  ctx.set_output(0, d != 0 ? int32_t(d) : ctx.input(0).dtype(), ctx.input(0).sizes());
+}
+
+/// Bernoulli: 1 where a uniform draw falls below the element's probability, else 0.
+void bernoulli_compute(KernelContext& ctx) {
+  NumpyRandomState rng = stream_for(ctx);
+  const std::vector<double> p = read_doubles(ctx.input(0));
+  const Tensor y = ctx.output(0);
+  dispatch_elements(y, [&](auto tag) {
+    using S = typename decltype(tag)::type;
+    S* out = static_cast<S*>(y.raw());
+    for (size_t i = 0; i < p.size(); ++i) {
+      OPFORGE_CHECK(p[i] >= 0 && p[i] <= 1, "input 'input' holds a probability ", p[i], " outside [0, 1]");
+      out[i] = store_as<S>(compute_t<S>(rng.uniform() < p[i] ? 1 : 0));
+    }
+  });
+}
+
+}  // namespace
+}  // namespace opforge_cpu
+
+using namespace opforge_cpu;
+
+#define DROPOUT_DTYPES {opforge::f32, opforge::f64, opforge::f16}
+#define RANDOM_DTYPES {opforge::f32, opforge::f64, opforge::f16, opforge::bf16}
+
+OPFORGE_OP(Dropout)
+    .since(1)
+    .input("data", DROPOUT_DTYPES)
+    .output("output")
+    .optional_output("mask")
+    .optional_attr("consumed_inputs", opforge::AttrType::Ints, "legacy optimization hint")
+    .attr("is_test", int64_t(0), "ignored: these opsets have no training mode here")
+    .attr("ratio", 0.5f)
+    .inplace(0, 0)
+    .infer(dropout_infer<false>)
+    .compute(dropout_compute);
+
+OPFORGE_OP(Dropout)
+    .since(6)
+    .input("data", DROPOUT_DTYPES)
+    .output("output")
+    .optional_output("mask")
+    .attr("is_test", int64_t(0), "ignored: these opsets have no training mode here")
+    .attr("ratio", 0.5f)
+    .inplace(0, 0)
+    .infer(dropout_infer<false>)
+    .compute(dropout_compute);
+
+OPFORGE_OP(Dropout)
+    .since(7)
+    .input("data", DROPOUT_DTYPES)
+    .output("output")
+    .optional_output("mask")
+    .attr("ratio", 0.5f)
+    .inplace(0, 0)
+    .infer(dropout_infer<false>)
+    .compute(dropout_compute);
+
+OPFORGE_OP(Dropout)
+    .since(10)
+    .input("data", DROPOUT_DTYPES)
+    .output("output")
+    .optional_output("mask", {opforge::boolean})
+    .attr("ratio", 0.5f)
+    .inplace(0, 0)
+    .infer(dropout_infer<true>)
+    .compute(dropout_compute);
+
+OPFORGE_OP(Dropout)
+    .since(12)
+    .input("data", RANDOM_DTYPES)
+    .optional_input("ratio", RANDOM_DTYPES)
+    .optional_input("training_mode", {opforge::boolean})
+    .output("output")
+    .optional_output("mask", {opforge::boolean})
+    .optional_attr("seed", opforge::AttrType::Int)
+    .inplace(0, 0)
+    .infer(dropout_infer<true>)
+    .compute(dropout_compute);
+
+OPFORGE_OP(RandomUniform)
+    .since(1)
+    .output("output", RANDOM_DTYPES)
+    .attr("dtype", int64_t(OPF_FLOAT32))
+    .attr("high", 1.0f)
+    .attr("low", 0.0f)
+    .optional_attr("seed", opforge::AttrType::Float)
+    .required_attr("shape", opforge::AttrType::Ints)
+    .infer(random_infer)
+    .compute(uniform_compute);
+
+OPFORGE_OP(RandomUniformLike)
+    .since(1)
+    .input("input", OPFORGE_ALL_DTYPES)
+    .output("output", RANDOM_DTYPES)
+    .optional_attr("dtype", opforge::AttrType::Int)
+    .attr("high", 1.0f)
+    .attr("low", 0.0f)
+    .optional_attr("seed", opforge::AttrType::Float)
+    .infer(random_like_infer)
+    .compute(uniform_compute);
+
+OPFORGE_OP(RandomNormal)
+    .since(1)
+    .output("output", RANDOM_DTYPES)
+    .attr("dtype", int64_t(OPF_FLOAT32))
+    .attr("mean", 0.0f)
+    .attr("scale", 1.0f)
+    .optional_attr("seed", opforge::AttrType::Float)
+    .required_attr("shape", opforge::AttrType::Ints)
+    .infer(random_infer)
+    .compute(normal_compute);
+
+OPFORGE_OP(RandomNormalLike)
+    .since(1)
+    .input("input", OPFORGE_ALL_DTYPES)
+    .output("output", RANDOM_DTYPES)
+    .optional_attr("dtype", opforge::AttrType::Int)
+    .attr("mean", 0.0f)
+    .attr("scale", 1.0f)
+    .optional_attr("seed", opforge::AttrType::Float)
+    .infer(random_like_infer)
+    .compute(normal_compute);
+
+OPFORGE_OP(Bernoulli)
+    .since(15)
+    .input("input", RANDOM_DTYPES)
+    .output("output", OPFORGE_ALL_DTYPES)
+    .optional_attr("dtype", opforge::AttrType::Int)
+    .optional_attr("seed", opforge::AttrType::Float)
+    .infer(bernoulli_infer)
+    .compute(bernoulli_compute);
