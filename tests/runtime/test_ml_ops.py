@@ -119,6 +119,7 @@ def test_sklearn_support_vector_regression(kernel):
     assert_close(ours.run(None, {"X": x})[0].ravel(), fitted.predict(x).astype(np.float32), 1e-3, 1e-3, kernel)
 
 
+@pytest.mark.filterwarnings("ignore:.*probability.*:FutureWarning")   # sklearn 1.9 deprecates SVC(probability=True)
 @pytest.mark.parametrize("probability", [False, True])
 @pytest.mark.parametrize("classes", [2, 3])
 @pytest.mark.parametrize("kernel", ["rbf", "linear", "poly"])

@@ -128,6 +128,9 @@ class InferContext {
   Attrs attrs_;
 };
 
+/// One address per type T: what marks a node's kept state as a T (KernelContext::state).
+template <class T> inline constexpr char state_tag = 0;
+
 /// Handed to compute: inputs, preallocated outputs, attributes, workspace, stream, thread pool.
 class KernelContext {
  public:
@@ -156,14 +159,14 @@ class KernelContext {
       Held(const void* t, T v) : tag(t), value(std::move(v)) {
         release = [](opf_state* s) { delete static_cast<Held*>(s); };
       }
-      const void* tag;  ///< one address per T, so a slot is never read as another type
+      const void* tag;  ///< state_tag<T>, so a slot is never read as another type
       T value;
     };
-    static const char tag = 0;
+    const void* tag = &state_tag<T>;
     opf_state** slot = c_->state;
     opf_state* kept = slot ? __atomic_load_n(slot, __ATOMIC_ACQUIRE) : nullptr;
     if (kept == nullptr) {
-      Held* made = new Held(&tag, make());
+      Held* made = new Held(tag, make());
       if (slot == nullptr) {
         local_.reset(made);
         return made->value;
@@ -172,7 +175,7 @@ class KernelContext {
       made->release(made);  // another call kept its own first
     }
     Held* held = static_cast<Held*>(kept);
-    if (held->tag != &tag) throw Error("this node's kept state is of another type");
+    if (held->tag != tag) throw Error("this node's kept state is of another type");
     return held->value;
   }
 

@@ -67,6 +67,13 @@ template <class T> struct Forest {
   int64_t weight_targets = 0;          ///< distinct targets that any weight goes to
   bool plain = true;                   ///< every branch BRANCH_LEQ, no missing_value_tracks_true
 
+  /// The leaf one row reaches from root position `at` in a `plain` forest.
+  template <class X> const TreeNode<T>& plain_leaf(int32_t at, const X* x) const {
+    const TreeNode<T>* n = &nodes[size_t(at)];
+    while (n->mode != Mode::Leaf) n = x[n->feature] <= n->threshold ? &nodes[size_t(n->next_true)] : n + 1;
+    return *n;
+  }
+
   /// The leaves that rows x[0..R) (each `stride` apart) reach from root position `at`, walked
   /// together so that their memory reads overlap. Only for a `plain` forest.
   template <int R, class X> void plain_leaves(int32_t at, const X* x, int64_t stride, const TreeNode<T>** out) const {

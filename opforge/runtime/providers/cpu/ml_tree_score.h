@@ -61,7 +61,9 @@ template <class T> void add_leaf(const Model<T>& m, const TreeNode<T>& leaf, T* 
 /// Adds the leaves that trees [t0, t1) reach for row x into score/has.
 template <class T, class X>
 void add_trees(const Model<T>& m, const X* x, size_t t0, size_t t1, T* score, uint8_t* has) {
-  for (size_t t = t0; t < t1; ++t) add_leaf(m, m.forest.leaf(m.forest.roots[t], x), score, has);
+  const Forest<T>& f = m.forest;
+  for (size_t t = t0; t < t1; ++t)
+    add_leaf(m, f.plain ? f.plain_leaf(f.roots[t], x) : f.leaf(f.roots[t], x), score, has);
 }
 
 /// Rows walked together through each tree of a plain forest.
