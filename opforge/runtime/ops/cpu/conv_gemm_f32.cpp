@@ -59,7 +59,11 @@ void run_rows(int rows, const TileArgs& t) {
     case 5: return tile<5, V, Direct>(t);
     case 6: return tile<6, V, Direct>(t);
     case 7: return tile<7, V, Direct>(t);
-    default: return tile<8, V, Direct>(t);
+    case 8: return tile<8, V, Direct>(t);
+    case 9: return tile<9, V, Direct>(t);
+    case 10: return tile<10, V, Direct>(t);
+    case 11: return tile<11, V, Direct>(t);
+    default: return tile<12, V, Direct>(t);
   }
 }
 
@@ -81,7 +85,7 @@ using tiles::kMR;
 using tiles::kNR;
 using tiles::TileMap;
 
-constexpr int64_t kKcTarget = 768;        ///< K rows per block: a row block of W (24 KB) stays in L1
+constexpr int64_t kKcTarget = 512;        ///< K rows per block: a row block of W (12 x 512 floats, 24 KB) stays in L1
 constexpr int64_t kSlicesPerThread = 4;   ///< the host pool hands out single slices up to 4 per thread
 constexpr int64_t kL2Bytes = 512 * 1024;  ///< packed tiles of one run, kept in L2
 constexpr int64_t kDirectRows = 64;               ///< see reads_in_place
