@@ -1,6 +1,7 @@
 """Model latency, side by side in one run: onnxruntime and opforge on the same inputs.
 
-    python benchmarks/bench_models.py [--threads 2] [--repeat 20] [--block 5] [--profile] [models...]
+    python benchmarks/bench_models.py [--threads 2] [--repeat 20] [--block 5] [--families] [--cpu-time]
+                                      [--profile] [models...]
 
 Runs the light_* model-zoo graphs shipped in the onnx wheel, with seeded random weights in place
 of their constant ones (tests/zoo.py), and a 1000-node Add chain, each on one random input, and
@@ -15,6 +16,11 @@ Targets (DESIGN.md): geo-mean latency ratio <= 1.0, Add chain <= 0.2 us/node.
 With --families, the real-model families of benchmarks/model_families.py (a torch-style
 transformer encoder, a stacked LSTM, a voice-activity model with If at the top), built in-process,
 join the table with their own feeds.
+
+With --cpu-time, each run's CPU time (process_time, all threads) is timed instead of its wall
+time: on a loaded machine a run longer than a scheduler slice mostly waits for a core (the wall
+time of a 2 ms conv varied 3-8 ms at load 17 while its CPU time stayed within 10%), so at
+--threads 1 CPU time compares the kernels; at 2 threads it sums the threads, spinning included.
 
 With --profile, each model instead gets its time per op type in both runtimes side by side and
 its convolutions' GFLOP/s against the measured sgemm limit (benchmarks/op_profile.py).
@@ -52,11 +58,12 @@ def add_chain(n: int = 1000) -> onnx.ModelProto:
     return model
 
 
-def median_times(fns, repeat: int, block: int = 5) -> list:
+def median_times(fns, repeat: int, block: int = 5, clock=time.perf_counter) -> list:
     """The median time of each function over ``repeat`` runs after one warm-up each, timed in
     blocks: ``block`` runs of one function, then ``block`` of the next, round after round. Blocks
     (not one run of each in turn) keep a runtime's spinning worker threads from stealing the cores
-    of the other runtime's run; rounds still spread a change of machine load over every runtime."""
+    of the other runtime's run; rounds still spread a change of machine load over every runtime.
+    ``clock`` is wall time, or time.process_time for CPU time (see --cpu-time)."""
     times = [[] for _ in fns]
     for fn in fns:
         fn()
@@ -64,9 +71,9 @@ def median_times(fns, repeat: int, block: int = 5) -> list:
         runs = min(block, repeat - len(times[0]))
         for fn, taken in zip(fns, times):
             for _ in range(runs):
-                start = time.perf_counter()
+                start = clock()
                 fn()
-                taken.append(time.perf_counter() - start)
+                taken.append(clock() - start)
     return [statistics.median(t) for t in times]
 
 
@@ -86,7 +93,8 @@ def matches(got: list, want: list) -> bool:
         for g, w in zip(got, want))
 
 
-def measure(name: str, model, threads: int, repeat: int, block: int = 5, feed: dict | None = None) -> dict:
+def measure(name: str, model, threads: int, repeat: int, block: int = 5, feed: dict | None = None,
+            clock=time.perf_counter) -> dict:
     """Both runtimes on `feed` (random float inputs when None): creation times, median latencies,
     whether the outputs match, node and fallback counts."""
     source = model.SerializeToString()
@@ -106,7 +114,7 @@ def measure(name: str, model, threads: int, repeat: int, block: int = 5, feed: d
     ok = matches(got, want) and sess.memory_plan(feed) is not None
     fallback = sum(1 for _, _, p in sess.node_providers() if p != "CPUExecutionProvider")
     ort_time, ours_time = median_times([lambda: ref.run(None, feed), lambda: sess.run(None, feed)], repeat,
-                                       block)
+                                       block, clock)
     return {"name": name, "ort_create": ort_create, "ours_create": ours_create, "ort": ort_time,
             "ours": ours_time, "ok": ok,
             "nodes": len(sess.node_providers()), "fallback": fallback}
@@ -139,6 +147,9 @@ def main() -> None:
                         help="time per op type in both runtimes, and conv GFLOP/s")
     parser.add_argument("--families", action="store_true",
                         help="also the real-model families of model_families.py (transformer, LSTM, If at the top)")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time each run's CPU time (all threads) instead of wall time: on a busy machine "
+                             "a run longer than a scheduler slice mostly waits for a core; use with --threads 1")
     parser.add_argument("models", nargs="*", help="model names or parts of them (default: all)")
     args = parser.parse_args()
     names = light_model_names()
@@ -151,13 +162,15 @@ def main() -> None:
         profile_models(names, args.threads, args.repeat)
         print_load("at end")
         return
-    rows = [measure(n, light_model(n), args.threads, args.repeat, args.block) for n in names]
+    clock = time.process_time if args.cpu_time else time.perf_counter
+    rows = [measure(n, light_model(n), args.threads, args.repeat, args.block, clock=clock) for n in names]
     family_rows = []
     for n in families:
         model, feed = FAMILIES[n]()
-        family_rows.append(measure(n, model, args.threads, args.repeat, args.block, feed))
-    chain = measure("add_chain_1000", add_chain(), args.threads, max(args.repeat, 50), args.block)
-    print(f"\nmodel latency, {args.threads} thread(s), median of {args.repeat} runs in blocks of {args.block}")
+        family_rows.append(measure(n, model, args.threads, args.repeat, args.block, feed, clock))
+    chain = measure("add_chain_1000", add_chain(), args.threads, max(args.repeat, 50), args.block, clock=clock)
+    what = "CPU time per run" if args.cpu_time else "model latency"
+    print(f"\n{what}, {args.threads} thread(s), median of {args.repeat} runs in blocks of {args.block}")
     print_load("at end")
     print()
     print(f"{'model':<26}{'nodes':>6}{'ref':>5}{'create ort':>12}{'opforge':>9}"

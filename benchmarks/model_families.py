@@ -120,7 +120,8 @@ def _lstm(w: _Weights, name: str, x: str, inputs: int, hidden: int, directions: 
     zeros = np.zeros((directions, batch, hidden), np.float32)
     return [helper.make_node(
         "LSTM", [x, w.random(name + "_W", directions, 4 * hidden, inputs),
-                 w.random(name + "_R", directions, 4 * hidden, hidden), w.random(name + "_B", directions, 8 * hidden), "",
+                 w.random(name + "_R", directions, 4 * hidden, hidden),
+                 w.random(name + "_B", directions, 8 * hidden), "",
                  w.const(name + "_h0", zeros), w.const(name + "_c0", zeros)],
         [name + "_Y", name + "_Yh", name + "_Yc"], hidden_size=hidden,
         direction="bidirectional" if directions == 2 else "forward")]

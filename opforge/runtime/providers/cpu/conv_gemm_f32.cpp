@@ -59,7 +59,11 @@ void run_rows(int rows, const TileArgs& t) {
     case 5: return tile<5, V, Direct>(t);
     case 6: return tile<6, V, Direct>(t);
     case 7: return tile<7, V, Direct>(t);
-    default: return tile<8, V, Direct>(t);
+    case 8: return tile<8, V, Direct>(t);
+    case 9: return tile<9, V, Direct>(t);
+    case 10: return tile<10, V, Direct>(t);
+    case 11: return tile<11, V, Direct>(t);
+    default: return tile<12, V, Direct>(t);
   }
 }
 
@@ -81,7 +85,7 @@ using tiles::kMR;
 using tiles::kNR;
 using tiles::TileMap;
 
-constexpr int64_t kKcTarget = 768;        ///< K rows per block: a row block of W (24 KB) stays in L1
+constexpr int64_t kKcTarget = 512;        ///< K rows per block: a row block of W (12 x 512 floats, 24 KB) stays in L1
 constexpr int64_t kSlicesPerThread = 4;   ///< the host pool hands out single slices up to 4 per thread
 constexpr int64_t kL2Bytes = 512 * 1024;  ///< packed tiles of one run, kept in L2
 constexpr int64_t kDirectRows = 64;               ///< see reads_in_place
@@ -135,10 +139,13 @@ struct Cut {
   Grid grid;
   std::vector<TileMap> maps;    ///< per tile
   std::vector<int64_t> tapoff;  ///< offset of each tap in the input B reads
-  int64_t tiles, k, taps, chans_per_block, mb, images, slices;
+  int64_t tiles, k, taps, chans_per_block, mb, mg, images, slices;
   int64_t max_run;  ///< tiles per run, so that a run's packed tiles fit in L2
   bool direct;      ///< whole grid tiles read B in place (see reads_in_place)
   int64_t items() const { return images * tiles * mb; }
+  /// First output channel (of a group) of row block b: blocks of near-equal rows, at most kMR,
+  /// so 32 channels run as 11 + 11 + 10 rather than 12 + 12 + 8.
+  int64_t row_begin(int64_t b) const { return mb > 0 ? b * mg / mb : 0; }
 };
 
 Cut cut_for(const ConvShape& s, int threads) {
@@ -157,6 +164,7 @@ Cut cut_for(const ConvShape& s, int threads) {
   const int64_t blocks = (c.k + kKcTarget - 1) / kKcTarget;
   c.chans_per_block = std::max<int64_t>(1, (s.cg + blocks - 1) / blocks);
   c.mb = (s.mg + kMR - 1) / kMR;
+  c.mg = s.mg;
   c.images = s.n * s.group;
   c.slices = threads <= 1 ? 1 : std::min<int64_t>(threads * kSlicesPerThread, c.items());
   c.max_run = std::max<int64_t>(1, kL2Bytes / (c.chans_per_block * c.taps * kNR * int64_t(sizeof(float))));
@@ -234,7 +242,7 @@ void run_kblock(const Job& job, int64_t image, int64_t t0, int64_t t1, int64_t m
       tiles::pack_tile(c.maps[size_t(t)], src, job.cstride, c.tapoff, cb, step, out);
   }
   for (int64_t mb = mb0; mb < mb1; ++mb) {
-    const int64_t m = mb * kMR, rows = std::min<int64_t>(kMR, s.mg - m), at = y0 + m * p;
+    const int64_t m = c.row_begin(mb), rows = c.row_begin(mb + 1) - m, at = y0 + m * p;
     tiles::TileArgs args{kc, job.w + (g * s.mg + m) * c.k + c0 * c.taps, c.k, nullptr, job.y + at, p, nullptr,
                          job.bias ? job.bias + g * s.mg + m : nullptr, job.z ? job.z + at : nullptr, c0 == 0,
                          c0 + cb >= s.cg, &job.e, c.tapoff.data(), c.taps, job.cstride};
@@ -256,7 +264,7 @@ void run_block(const Job& job, int64_t image, int64_t t0, int64_t t1, int64_t mb
   for (int64_t c0 = 0; c0 < s.cg; c0 += job.cut.chans_per_block) run_kblock(job, image, t0, t1, mb0, mb1, c0, pack);
   if (tiles::in_register(job.e.act)) return;
   const int64_t p = s.w.out_size(), n = image / s.group, g = image % s.group;
-  const int64_t m0 = mb0 * kMR, m1 = std::min(s.mg, mb1 * kMR);
+  const int64_t m0 = job.cut.row_begin(mb0), m1 = job.cut.row_begin(mb1);
   activate_rows(job.e, job.y + (n * s.m + g * s.mg + m0) * p, p, m1 - m0, job.cut.maps[size_t(t0)].y_begin,
                 job.cut.maps[size_t(t1 - 1)].y_end);
 }

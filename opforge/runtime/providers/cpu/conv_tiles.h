@@ -14,7 +14,7 @@ namespace opforge_conv::tiles {
 
 constexpr int kLanes = 16;         ///< floats per vector
 constexpr int kNR = 2 * kLanes;    ///< positions per tile (two vectors)
-constexpr int kMR = 8;             ///< output channels per tile (16 accumulators)
+constexpr int kMR = 12;            ///< output channels per tile (24 accumulators)
 
 /// Where one vector's lanes go in an output row: lane i of segment s is element off[s] + i of
 /// the row, for the lanes set in mask[s]. A tile over whole output positions has one segment;
@@ -102,7 +102,7 @@ inline void pack_row(float* dst, const float* src, int64_t n) {
 template <int R, int V, bool Direct>
 __attribute__((always_inline)) inline void tile(const TileArgs& t) {
   __m512 acc[R][V];
-#pragma GCC unroll 8
+#pragma GCC unroll 12
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
     for (int h = 0; h < V; ++h) {
@@ -116,13 +116,13 @@ __attribute__((always_inline)) inline void tile(const TileArgs& t) {
       acc[r][h] = v;
     }
   const float* a[R];
-#pragma GCC unroll 8
+#pragma GCC unroll 12
   for (int r = 0; r < R; ++r) a[r] = t.a + r * t.lda;
   auto step = [&](int64_t k, const float* b) __attribute__((always_inline)) {
     __m512 bv[V];
 #pragma GCC unroll 2
     for (int h = 0; h < V; ++h) bv[h] = _mm512_loadu_ps(b + h * kLanes);
-#pragma GCC unroll 8
+#pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
       const __m512 av = _mm512_set1_ps(a[r][k]);
 #pragma GCC unroll 2
@@ -138,7 +138,7 @@ __attribute__((always_inline)) inline void tile(const TileArgs& t) {
     for (int64_t k = 0; k < t.k; ++k, b += kNR) step(k, b);
   }
   const bool act = t.last && t.e->act != Activation::None;
-#pragma GCC unroll 8
+#pragma GCC unroll 12
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
     for (int h = 0; h < V; ++h) store_lanes(t.c + r * t.ldc, t.lanes[h], act ? activate(acc[r][h], *t.e) : acc[r][h]);
