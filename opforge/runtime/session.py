@@ -16,6 +16,7 @@ from opforge import _core
 from opforge.runtime import custom, native
 from opforge.runtime import ops as _ops  # noqa: F401  (registers the built-in Python kernels)
 from opforge.runtime import providers as _providers  # noqa: F401  (registers the reference kernels)
+from opforge.runtime.constants import constants_to_initializers
 from opforge.runtime.control_flow import RUN_OPTIONS, hoist_outer_constants
 from opforge.runtime.errors import FeedError
 from opforge.runtime.executor import Dispatcher, Executor
@@ -148,6 +149,7 @@ class InferenceSession(SessionExtras):
         self._model = inline_local_functions(loaded.proto)
         self._opsets = loaded.opsets
         self.mapped_nodes = apply_mappings(self._model, self._custom.mappings, self._opsets)
+        constants_to_initializers(self._model.graph)
         graph = build_graph(self._model.graph)
         sort_graph(graph)
         if self._model.ir_version < 4:
