@@ -14,13 +14,16 @@ from opforge.runtime.model import is_standard_domain
 logger = logging.getLogger("opforge.runtime")
 
 def _numpy_dtype(name: str) -> "np.dtype | None":
-    if name != "bfloat16":
+    """numpy's dtype of that name, or ml_dtypes' (bfloat16, float8_e4m3fn, int4...)."""
+    try:
         return np.dtype(name)
+    except TypeError:
+        pass
     try:
         import ml_dtypes
-    except ImportError:  # bfloat16 values then go to the reference provider
+    except ImportError:  # such values then go to the reference provider
         return None
-    return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(getattr(ml_dtypes, name))
 
 
 # numpy dtype <-> the C ABI's dtype code, from the core's one table (opforge/dtype.h)
@@ -138,8 +141,9 @@ class NativeKernel:
     def run_traced(self, inputs: list) -> tuple:
         """``(outputs, workspace bytes)`` of one call; the bytes are None when the call went to
         the reference kernel (the plan then keeps this node as a Python step)."""
+        # numpy scalars (a Scan body's element of a 1-D input) are 0-d arrays to the C kernels
         if (self.unsupported([getattr(x, "dtype", None) for x in inputs])
-                or not all(x is None or isinstance(x, np.ndarray) for x in inputs)):
+                or not all(x is None or isinstance(x, (np.ndarray, np.generic)) for x in inputs)):
             return self._fallback().run(inputs), None   # sequences, optionals: not for C kernels
         inputs = [None if x is None else np.asarray(x, order="C") for x in inputs]
         try:

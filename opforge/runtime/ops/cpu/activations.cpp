@@ -11,9 +11,15 @@
 namespace opforge_cpu::ew {
 namespace {
 
-/// Output 0 = f(input 0) for float and double; f is generic over the element type.
+/// Output 0 = f(input 0) for float and double, and for float16 and bfloat16 computed in float;
+/// f is generic over the element type.
 template <class F> void map_float(KernelContext& ctx, F f, int64_t grain = kCheapGrain) {
   const int32_t dt = ctx.input(0).dtype();
+  if (opforge::dispatch<opforge::float16_t, opforge::bfloat16_t>(dt, [&](auto tag) {
+        using H = typename decltype(tag)::type;
+        unary_map<H, H>(ctx, [f](H v) { return opforge::from_float(float(f(opforge::to_float(v))), H{}); }, grain);
+      }))
+    return;
   require_dispatched(opforge::dispatch<float, double>(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
     unary_map<T, T>(ctx, [f](T v) { return T(f(v)); }, grain);
@@ -22,6 +28,7 @@ template <class F> void map_float(KernelContext& ctx, F f, int64_t grain = kChea
 
 void relu_compute(KernelContext& ctx) {
   const int32_t dt = ctx.input(0).dtype();
+  if (dt == OPF_FLOAT16 || dt == OPF_BFLOAT16) return map_float(ctx, [](auto v) { return v < 0 ? decltype(v)(0) : v; });
   const bool found = opforge::dispatch<float, double, int32_t, int64_t, int8_t, int16_t>(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
     unary_map<T, T>(ctx, [](T v) { return v < T(0) ? T(0) : v; });
@@ -84,6 +91,35 @@ void hard_swish_compute(KernelContext& ctx) {
 
 void sigmoid_compute(KernelContext& ctx) {
   map_float(ctx, [](auto v) { return vmath::sigmoid(v); });
+}
+
+/// x * sigmoid(alpha * x).
+void swish_compute(KernelContext& ctx) {
+  const float alpha = ctx.attr<float>("alpha");
+  map_float(ctx, [=](auto v) { return v * vmath::sigmoid(decltype(v)(alpha) * v); });
+}
+
+/// x + bias below -lambd, x - bias above lambd, else 0; integers are computed in double and
+/// converted back, as onnx's reference does.
+void shrink_compute(KernelContext& ctx) {
+  const double bias = ctx.attr<float>("bias"), lambd = ctx.attr<float>("lambd");
+  const auto shrink = [=](auto v) {
+    using T = decltype(v);
+    if constexpr (std::is_integral_v<T>) {
+      const double x = double(v);
+      return T(x < -lambd ? x + bias : x > lambd ? x - bias : 0.0);
+    } else {
+      return v < T(-lambd) ? T(v + T(bias)) : v > T(lambd) ? T(v - T(bias)) : T(0);
+    }
+  };
+  const int32_t dt = ctx.input(0).dtype();
+  if (dt == OPF_FLOAT32 || dt == OPF_FLOAT64 || dt == OPF_FLOAT16 || dt == OPF_BFLOAT16)
+    return map_float(ctx, shrink);
+  require_dispatched(opforge::dispatch<int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t,
+                                       uint32_t, uint64_t>(dt, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    unary_map<T, T>(ctx, [shrink](T v) { return shrink(v); });
+  }), dt);
 }
 
 void tanh_compute(KernelContext& ctx) {
@@ -245,13 +281,14 @@ void dropout_compute(KernelContext& ctx) {
 
 /// Registers a float activation NAME(IN) -> OUT that may overwrite its input.
 #define EW_ACTIVATION(NAME, SINCE, IN, OUT, COMPUTE)                                           \
-  OPFORGE_OP(NAME).since(SINCE).input(IN, OPFORGE_EW_FLOAT_DTYPES).output(OUT).inplace(0, 0)   \
+  OPFORGE_OP(NAME).since(SINCE).input(IN, OPFORGE_EW_FLOAT_HALF_DTYPES).output(OUT).inplace(0, 0)\
       .infer(opforge::same_as_input0).compute(opforge_cpu::ew::COMPUTE)
 
-OPFORGE_OP(Relu).since(6).input("X", OPFORGE_EW_FLOAT_DTYPES).output("Y").inplace(0, 0)
+OPFORGE_OP(Relu).since(6).input("X", OPFORGE_EW_FLOAT_HALF_DTYPES).output("Y").inplace(0, 0)
     .infer(opforge::same_as_input0).compute(opforge_cpu::ew::relu_compute);
 OPFORGE_OP(Relu).since(14)
-    .input("X", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::i8, opforge::i16})
+    .input("X", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::i8, opforge::i16,
+                 opforge::f16, opforge::bf16})
     .output("Y").inplace(0, 0).infer(opforge::same_as_input0).compute(opforge_cpu::ew::relu_compute);
 
 EW_ACTIVATION(LeakyRelu, 6, "X", "Y", leaky_relu_compute).attr("alpha", 0.01f);
@@ -268,6 +305,17 @@ EW_ACTIVATION(Tanh, 6, "input", "output", tanh_compute);
 EW_ACTIVATION(Softplus, 1, "X", "Y", softplus_compute);
 EW_ACTIVATION(Softsign, 1, "input", "output", softsign_compute);
 EW_ACTIVATION(Mish, 18, "X", "Y", mish_compute);
+EW_ACTIVATION(Swish, 24, "X", "Y", swish_compute).attr("alpha", 1.0f);
+
+OPFORGE_OP(Shrink)
+    .since(9)
+    .input("input", OPFORGE_EW_ALLNUM_HALF_DTYPES)
+    .output("output")
+    .inplace(0, 0)
+    .attr("bias", 0.0f, "added below -lambd, subtracted above lambd")
+    .attr("lambd", 0.5f, "the half-width of the band mapped to 0")
+    .infer(opforge::same_as_input0)
+    .compute(opforge_cpu::ew::shrink_compute);
 
 OPFORGE_OP(Gelu)
     .since(20)

@@ -1,7 +1,9 @@
-// elementwise_logic.cpp: comparisons, And/Or/Xor/Not, Where and BitShift, all broadcasting.
+// elementwise_logic.cpp: comparisons, And/Or/Xor/Not, Where, BitShift and the Bitwise ops, all
+// broadcasting.
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "elementwise.h"
 
@@ -121,16 +123,61 @@ void bitshift_infer(InferContext& ctx) {
   infer_broadcast_same(ctx);
 }
 
-/// Shifts by the bit width or more give 0 (C leaves them undefined).
+/// Whether v < 0, without a comparison that is always false for unsigned types.
+template <class T> bool is_negative(T v) {
+  if constexpr (std::is_signed_v<T>) return v < T(0);
+  else return false;
+}
+
+/// x << y on the bits (a signed x loses what passes its sign bit); a negative y or one of the
+/// bit width or more gives 0 (C leaves both undefined).
+struct ShiftLeftFn {
+  template <class T> T operator()(T a, T b) const {
+    using U = std::make_unsigned_t<T>;
+    constexpr T bits = T(sizeof(T) * 8);
+    return is_negative(b) || b >= bits ? T(0) : T(U(U(a) << U(b)));
+  }
+};
+
+/// x >> y, arithmetic for a signed x; out-of-range shifts give what the sign fill alone gives:
+/// -1 for a negative x, else 0.
+struct ShiftRightFn {
+  template <class T> T operator()(T a, T b) const {
+    constexpr T bits = T(sizeof(T) * 8);
+    if (is_negative(b) || b >= bits) return is_negative(a) ? T(-1) : T(0);
+    return T(a >> b);
+  }
+};
+
 void bitshift_compute(KernelContext& ctx) {
   const bool left = shift_left(ctx.attr<std::string>("direction"));
   const int32_t dt = ctx.input(0).dtype();
-  require_dispatched(opforge::dispatch<uint8_t, uint16_t, uint32_t, uint64_t>(dt, [&](auto tag) {
+  require_dispatched(opforge::dispatch<uint8_t, uint16_t, uint32_t, uint64_t, int8_t, int16_t,
+                                       int32_t, int64_t>(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    constexpr T bits = T(sizeof(T) * 8);
-    if (left) binary_map<T, T, T>(ctx, [](T a, T b) { return b >= bits ? T(0) : T(a << b); });
-    else binary_map<T, T, T>(ctx, [](T a, T b) { return b >= bits ? T(0) : T(a >> b); });
+    if (left) binary_map<T, T, T>(ctx, ShiftLeftFn{});
+    else binary_map<T, T, T>(ctx, ShiftRightFn{});
   }), dt);
+}
+
+struct BitAndFn { template <class T> T operator()(T a, T b) const { return T(a & b); } };
+struct BitOrFn { template <class T> T operator()(T a, T b) const { return T(a | b); } };
+struct BitXorFn { template <class T> T operator()(T a, T b) const { return T(a ^ b); } };
+
+/// BitwiseAnd/Or/Xor: the bits ignore signedness, so each width has one loop.
+template <class Fn> void bitwise_compute(KernelContext& ctx) {
+  dispatch_by_size(ctx.input(0).dtype(), [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    binary_map<U, U, U>(ctx, Fn{});
+  });
+}
+
+void bitwise_not_compute(KernelContext& ctx) {
+  const Tensor x = ctx.input(0), y = ctx.output(0);
+  dispatch_by_size(x.dtype(), [&](auto tag) {
+    using U = typename decltype(tag)::type;
+    unary_map(ctx, static_cast<const U*>(x.raw()), static_cast<U*>(y.raw()), x.numel(), [](U v) { return U(~v); });
+  });
 }
 
 }  // namespace
@@ -179,11 +226,43 @@ OPFORGE_OP(Where)
     .infer(opforge_cpu::ew::where_infer)
     .compute(opforge_cpu::ew::where_compute);
 
+#define EW_UNSIGNED_DTYPES {opforge::u8, opforge::u16, opforge::u32, opforge::u64}
+#define EW_INTEGER_DTYPES                                                                      \
+  {opforge::u8, opforge::u16, opforge::u32, opforge::u64, opforge::i8, opforge::i16,          \
+   opforge::i32, opforge::i64}
+
 OPFORGE_OP(BitShift)
     .since(11)
-    .input("X", {opforge::u8, opforge::u16, opforge::u32, opforge::u64})
-    .input("Y", {opforge::u8, opforge::u16, opforge::u32, opforge::u64})
+    .input("X", EW_UNSIGNED_DTYPES)
+    .input("Y", EW_UNSIGNED_DTYPES)
     .output("Z")
     .required_attr("direction", opforge::AttrType::String, "LEFT or RIGHT")
     .infer(opforge_cpu::ew::bitshift_infer)
     .compute(opforge_cpu::ew::bitshift_compute);
+
+OPFORGE_OP(BitShift)
+    .since(28)
+    .input("X", EW_INTEGER_DTYPES)
+    .input("Y", EW_INTEGER_DTYPES)
+    .output("Z")
+    .required_attr("direction", opforge::AttrType::String, "LEFT or RIGHT")
+    .infer(opforge_cpu::ew::bitshift_infer)
+    .compute(opforge_cpu::ew::bitshift_compute);
+
+/// Registers a bitwise NAME(A, B) -> C over every integer type.
+#define EW_BITWISE_OP(NAME, FN)                                                                \
+  OPFORGE_OP(NAME).since(18).input("A", EW_INTEGER_DTYPES).input("B", EW_INTEGER_DTYPES)       \
+      .output("C").infer(opforge_cpu::ew::infer_broadcast_same)                                \
+      .compute(opforge_cpu::ew::bitwise_compute<opforge_cpu::ew::FN>)
+
+EW_BITWISE_OP(BitwiseAnd, BitAndFn);
+EW_BITWISE_OP(BitwiseOr, BitOrFn);
+EW_BITWISE_OP(BitwiseXor, BitXorFn);
+
+OPFORGE_OP(BitwiseNot)
+    .since(18)
+    .input("X", EW_INTEGER_DTYPES)
+    .output("Y")
+    .inplace(0, 0)
+    .infer(opforge::same_as_input0)
+    .compute(opforge_cpu::ew::bitwise_not_compute);

@@ -1,0 +1,168 @@
+"""float16 and bfloat16 elementwise kernels (computed in float, rounded once), Mod with fmod=0 on
+floats, Pow's wider exponent types, Shrink and Swish. Arithmetic is checked exactly against
+numpy's own half arithmetic (ml_dtypes' for bfloat16); transcendental ops against onnxruntime
+on float32 rounded to the half type, within one unit in the last place."""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import opforge
+from kernel_check import check, run_onnxruntime
+
+RNG = np.random.default_rng(11)
+HALVES = [np.float16, ml_dtypes.bfloat16]
+SHAPES = [((3, 4, 5), (3, 4, 5)), ((3, 4, 5), (5,)), ((2, 1, 4), (3, 1)), ((), (2, 3)), ((0, 3), (3,)),
+          ((300, 257), (257,))]
+
+
+def rand(shape, dtype, scale=4.0):
+    return (RNG.standard_normal(shape) * scale).astype(np.float32).astype(dtype)
+
+
+def call(kernels, op, inputs, opset, **attrs):
+    return kernels.op(op, domain="", version=opset)(*inputs, **attrs)
+
+
+def ulps(got, want):
+    """Units in the last place between two half arrays of one dtype (NaNs must agree)."""
+    assert got.dtype == want.dtype and got.shape == want.shape
+    g = got.view(np.uint16).astype(np.int64)
+    w = want.view(np.uint16).astype(np.int64)
+    g = np.where(g & 0x8000, -(g & 0x7FFF), g)  # sign-magnitude to a monotone integer line
+    w = np.where(w & 0x8000, -(w & 0x7FFF), w)
+    nan_g, nan_w = np.isnan(got.astype(np.float32)), np.isnan(want.astype(np.float32))
+    np.testing.assert_array_equal(nan_g, nan_w)
+    return np.abs(np.where(nan_g, 0, g - w))
+
+
+def assert_exact(got, want):
+    assert ulps(got, want).max(initial=0) == 0
+
+
+@pytest.mark.parametrize("op, fn", [("Add", np.add), ("Sub", np.subtract), ("Mul", np.multiply),
+                                    ("Div", np.divide)])
+@pytest.mark.parametrize("dtype", HALVES, ids=str)
+@pytest.mark.parametrize("shapes", SHAPES, ids=str)
+@pytest.mark.parametrize("opset", [7, 14])
+def test_arith_halves(kernels, op, fn, dtype, shapes, opset):
+    a, b = rand(shapes[0], dtype), rand(shapes[1], dtype)
+    with np.errstate(all="ignore"):
+        assert_exact(call(kernels, op, [a, b], opset), fn(a, b))
+
+
+@pytest.mark.parametrize("dtype", HALVES, ids=str)
+def test_variadic_halves(kernels, dtype):
+    xs = [rand((3, 4), dtype), rand((4,), dtype), rand((2, 1, 4), dtype)]
+    xs[0][0, 0] = np.nan
+    assert_exact(call(kernels, "Max", xs, 13), np.maximum(np.maximum(xs[0], xs[1]), xs[2]))
+    assert_exact(call(kernels, "Min", xs, 13), np.minimum(np.minimum(xs[0], xs[1]), xs[2]))
+    assert_exact(call(kernels, "Sum", xs, 13), (xs[0] + xs[1]) + xs[2])
+    mean = ((xs[0] + xs[1]) + xs[2]).astype(np.float32) * np.float32(1 / 3)
+    assert_exact(call(kernels, "Mean", xs, 13), mean.astype(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, *HALVES], ids=str)
+def test_mod_fmod0_floats_is_numpys_mod(kernels, dtype):
+    a = rand((6, 7), dtype, 10)
+    b = rand((7,), dtype, 3)
+    specials = np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 5.0, -5.0], np.float32).astype(dtype)
+    a[0], b[:] = specials, np.where(np.abs(b.astype(np.float32)) < 0.1, 1.0, b.astype(np.float32)).astype(dtype)
+    a[1, :4], b[:4] = 3.0, np.array([np.inf, -np.inf, 0.0, -0.0], np.float32).astype(dtype)
+    with np.errstate(all="ignore"):
+        want = np.mod(a.astype(np.float32), b.astype(np.float32)).astype(dtype)
+        got = call(kernels, "Mod", [a, b], 13, fmod=0)
+        if dtype in (np.float32, np.float64):
+            want = np.mod(a, b)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+        np.testing.assert_array_equal(got.astype(np.float64), want.astype(np.float64))
+        fmod = call(kernels, "Mod", [a, b], 13, fmod=1)
+        np.testing.assert_array_equal(fmod.astype(np.float64),
+                                      np.fmod(a.astype(np.float32), b.astype(np.float32)).astype(dtype).astype(np.float64))
+
+
+@pytest.mark.parametrize("exp_dtype", [np.uint8, np.uint32, np.uint64, np.int8, np.int16, np.float16])
+def test_pow_exponent_types(kernels, exp_dtype):
+    x = rand((3, 4), np.float32)
+    e = RNG.integers(0, 4, size=(4,)).astype(exp_dtype)
+    # onnxruntime has Pow only for a few exponent types; numpy in float64 judges the rest
+    want = np.power(x.astype(np.float64), e.astype(np.float64)).astype(np.float32)
+    np.testing.assert_allclose(call(kernels, "Pow", [x, e], 15), want, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("dtype", HALVES, ids=str)
+def test_pow_half_base(kernels, dtype):
+    x = np.abs(rand((3, 4), dtype)) + dtype(0.5)
+    e = rand((4,), dtype, 1.5)
+    want = np.power(x.astype(np.float32), e.astype(np.float32)).astype(dtype)
+    assert ulps(call(kernels, "Pow", [x, e], 15), want).max() <= 1
+
+
+UNARY = [("Neg", 13), ("Abs", 13), ("Sign", 13), ("Exp", 13), ("Log", 13), ("Sqrt", 13), ("Reciprocal", 13),
+         ("Floor", 13), ("Ceil", 13), ("Round", 11), ("Erf", 13), ("Sin", 7), ("Cos", 7), ("Tan", 7),
+         ("Atan", 7), ("Sinh", 9), ("Asinh", 9)]
+ACTIVATIONS = [("Relu", 14, {}), ("LeakyRelu", 16, {"alpha": 0.3}), ("Elu", 6, {"alpha": 0.7}),
+               ("Selu", 6, {}), ("Celu", 12, {"alpha": 1.5}), ("HardSigmoid", 6, {}), ("HardSwish", 14, {}),
+               ("Sigmoid", 13, {}), ("Tanh", 13, {}), ("Softplus", 1, {}), ("Softsign", 1, {}),
+               ("ThresholdedRelu", 10, {"alpha": 0.5}), ("Mish", 18, {})]
+
+
+def half_vs_onnxruntime(kernels, op, opset, attrs, dtype, x):
+    """Our half result against onnxruntime's float32 result rounded to the half type."""
+    want = run_onnxruntime(op, [x.astype(np.float32)], attrs, opset)[0].astype(dtype)
+    got = call(kernels, op, [x], opset, **attrs)
+    distance = ulps(got, want)
+    assert distance.max(initial=0) <= 1, f"{op}: {distance.max()} ulps apart"
+    assert (distance == 1).mean() < 0.02, f"{op}: {(distance == 1).mean():.1%} of results one ulp off"
+
+
+@pytest.mark.parametrize("op, opset", UNARY, ids=[u[0] for u in UNARY])
+@pytest.mark.parametrize("dtype", HALVES, ids=str)
+def test_unary_halves(kernels, op, opset, dtype):
+    x = rand((40, 50), dtype, 2)
+    if op in ("Log", "Sqrt"):
+        x = np.abs(x) + dtype(0.01)
+    with np.errstate(all="ignore"):
+        half_vs_onnxruntime(kernels, op, opset, {}, dtype, x)
+
+
+@pytest.mark.parametrize("op, opset, attrs", ACTIVATIONS, ids=[a[0] for a in ACTIVATIONS])
+@pytest.mark.parametrize("dtype", HALVES, ids=str)
+def test_activations_halves(kernels, op, opset, attrs, dtype):
+    half_vs_onnxruntime(kernels, op, opset, attrs, dtype, rand((40, 50), dtype, 3))
+
+
+def shrink_oracle(x, bias, lambd):
+    """onnx's definition, computed in float64 and converted back."""
+    wide = x.astype(np.float64)
+    out = np.where(wide < -lambd, wide + bias, np.where(wide > lambd, wide - bias, 0))
+    return out.astype(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int8, np.int32, np.int64, np.uint8])
+@pytest.mark.parametrize("bias, lambd", [(0.0, 0.5), (1.5, 1.5), (2.0, 0.0)])
+def test_shrink(kernels, dtype, bias, lambd):
+    x = (RNG.standard_normal((6, 9)) * 5).astype(dtype) if np.dtype(dtype).kind == "f" else \
+        RNG.integers(0 if np.dtype(dtype).kind == "u" else -9, 10, size=(6, 9)).astype(dtype)
+    got = call(kernels, "Shrink", [x], 9, bias=bias, lambd=lambd)
+    np.testing.assert_array_equal(got, shrink_oracle(x, bias, lambd))
+    if np.dtype(dtype) == np.float32:
+        check(kernels, "Shrink", [x], {"bias": bias, "lambd": lambd}, opset=9)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("alpha", [1.0, 0.5, -2.0])
+def test_swish(kernels, dtype, alpha):
+    x = (RNG.standard_normal((50, 60)) * 4).astype(dtype)
+    want = x / (1 + np.exp(-alpha * x.astype(np.float64)))
+    got = call(kernels, "Swish", [x], 24, alpha=alpha)
+    np.testing.assert_allclose(got, want.astype(dtype), rtol=2e-6 if dtype == np.float32 else 1e-12, atol=1e-6)
+    tampered = got.copy()
+    tampered.flat[7] *= 1.001
+    with pytest.raises(AssertionError):
+        np.testing.assert_allclose(tampered, want.astype(dtype), rtol=2e-6 if dtype == np.float32 else 1e-12,
+                                   atol=1e-6)
+
+
+def test_bfloat16_pow_refuses_bool_exponent(kernels):
+    with pytest.raises((opforge.OpError, TypeError, ValueError)):
+        call(kernels, "Pow", [rand((2,), ml_dtypes.bfloat16), np.ones(2, bool)], 15)
