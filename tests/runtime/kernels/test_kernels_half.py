@@ -166,3 +166,24 @@ def test_swish(kernels, dtype, alpha):
 def test_bfloat16_pow_refuses_bool_exponent(kernels):
     with pytest.raises((opforge.OpError, TypeError, ValueError)):
         call(kernels, "Pow", [rand((2,), ml_dtypes.bfloat16), np.ones(2, bool)], 15)
+
+
+@pytest.mark.parametrize("dtype", HALVES, ids=str)
+@pytest.mark.parametrize("shapes", [((3, 8), (8, 5)), ((2, 3, 4, 16), (2, 1, 16, 7)), ((16,), (16, 3)),
+                                    ((4, 0), (0, 3))], ids=str)
+def test_matmul_halves(kernels, dtype, shapes):
+    a, b = rand(shapes[0], dtype, 1), rand(shapes[1], dtype, 1)
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.float32).astype(dtype)
+    got = call(kernels, "MatMul", [a, b], 13)
+    assert ulps(got, want).max(initial=0) <= 1  # float32 sums against float64 ones, then rounded
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
+@pytest.mark.parametrize("dtype", HALVES, ids=str)
+def test_softmax_halves(kernels, op, dtype):
+    x = rand((4, 6, 33), dtype, 3)
+    for axis in (-1, 1):
+        half_vs_onnxruntime_attrs = {"axis": axis}
+        want = run_onnxruntime(op, [x.astype(np.float32)], half_vs_onnxruntime_attrs, 13)[0].astype(dtype)
+        got = call(kernels, op, [x], 13, axis=axis)
+        assert ulps(got, want).max() <= 1
