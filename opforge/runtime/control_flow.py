@@ -186,7 +186,8 @@ class ScanKernel(_ControlFlowKernel):
         length = lengths.pop()
         per_step: list[list] = []
         for step in range(length):
-            slices = [np.take(x, length - 1 - step if _reverse(in_dirs, j) else step, axis=axis)
+            # np.asarray: a 1-D input's element is a numpy scalar, which kernels read as 0-d
+            slices = [np.asarray(np.take(x, length - 1 - step if _reverse(in_dirs, j) else step, axis=axis))
                       for j, (x, axis) in enumerate(zip(scanned, in_axes))]
             env = dict(outer)
             env.update(zip(self.body_inputs, list(states) + slices))

@@ -141,9 +141,8 @@ class NativeKernel:
     def run_traced(self, inputs: list) -> tuple:
         """``(outputs, workspace bytes)`` of one call; the bytes are None when the call went to
         the reference kernel (the plan then keeps this node as a Python step)."""
-        # numpy scalars (a Scan body's element of a 1-D input) are 0-d arrays to the C kernels
         if (self.unsupported([getattr(x, "dtype", None) for x in inputs])
-                or not all(x is None or isinstance(x, (np.ndarray, np.generic)) for x in inputs)):
+                or not all(x is None or isinstance(x, np.ndarray) for x in inputs)):
             return self._fallback().run(inputs), None   # sequences, optionals: not for C kernels
         inputs = [None if x is None else np.asarray(x, order="C") for x in inputs]
         try:
