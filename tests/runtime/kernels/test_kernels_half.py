@@ -176,3 +176,63 @@ def test_matmul_halves(kernels, dtype, shapes):
     want = np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.float32).astype(dtype)
     got = call(kernels, "MatMul", [a, b], 13)
     assert ulps(got, want).max(initial=0) <= 1  # float32 sums against float64 ones, then rounded
+
+
+REDUCTIONS = [("ReduceSum", np.sum), ("ReduceMean", np.mean), ("ReduceMax", np.max), ("ReduceMin", np.min),
+              ("ReduceProd", np.prod), ("ReduceSumSquare", lambda x, **kw: np.sum(x * x, **kw)),
+              ("ReduceL1", lambda x, **kw: np.sum(np.abs(x), **kw)),
+              ("ReduceLogSumExp", lambda x, **kw: np.log(np.sum(np.exp(x), **kw)))]
+
+
+@pytest.mark.parametrize("op, fn", REDUCTIONS, ids=[r[0] for r in REDUCTIONS])
+@pytest.mark.parametrize("dtype", HALVES, ids=str)
+@pytest.mark.parametrize("axes", [(1,), (0, 2), None], ids=str)
+def test_reductions_halves(kernels, op, fn, dtype, axes):
+    x = rand((5, 6, 7), dtype, 0.7)
+    want = fn(x.astype(np.float64), axis=axes, keepdims=True).astype(np.float32).astype(dtype)
+    inputs = [x] if axes is None else [x, np.array(axes, np.int64)]
+    got = call(kernels, op, inputs, 18)
+    assert ulps(got, want).max() <= 1  # float32 against float64 before the one rounding
+
+
+@pytest.mark.parametrize("op, fn", [("Equal", np.equal), ("Less", np.less), ("Greater", np.greater),
+                                    ("LessOrEqual", np.less_equal), ("GreaterOrEqual", np.greater_equal)])
+@pytest.mark.parametrize("dtype", HALVES, ids=str)
+def test_comparisons_halves(kernels, op, fn, dtype):
+    a = np.round(rand((4, 9), dtype, 2).astype(np.float32)).astype(dtype)  # many equal pairs
+    b = np.round(rand((9,), dtype, 2).astype(np.float32)).astype(dtype)
+    a[0, :4] = np.array([np.nan, 0.0, -0.0, np.inf], np.float32).astype(dtype)
+    b[:4] = np.array([np.nan, -0.0, 0.0, np.inf], np.float32).astype(dtype)
+    want = fn(a.astype(np.float32), b.astype(np.float32))
+    np.testing.assert_array_equal(call(kernels, op, [a, b], 19 if op == "Equal" else 13), want)
+
+
+def reference_softmax_half(x, axis, op):
+    """onnx's reference, step by step in the half type (numpy rounds each operation), with the
+    sum added in float32 and rounded once (as numpy sums a contiguous float16 row)."""
+    if op == "Hardmax":
+        y = np.zeros_like(x)
+        np.put_along_axis(y, np.expand_dims(np.argmax(x, axis=axis), axis), 1, axis=axis)
+        return y
+    tmp = x - x.max(axis=axis, keepdims=True)
+    y = np.exp(tmp)
+    y = y / y.astype(np.float32).sum(axis=axis, keepdims=True).astype(x.dtype)
+    return np.log(y) if op == "LogSoftmax" else y
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
+@pytest.mark.parametrize("dtype", HALVES, ids=str)
+@pytest.mark.parametrize("axis", [-1, 1, 0])
+def test_softmax_halves_round_each_step(kernels, op, dtype, axis):
+    x = rand((4, 6, 33), dtype, 3)
+    x[1, 2, :5] = x[1, 2, 5:10]  # ties for Hardmax
+    with np.errstate(all="ignore"):
+        want = reference_softmax_half(x, axis, op)
+    got = call(kernels, op, [x], 13, axis=axis)
+    distance = np.where(np.abs(want.astype(np.float32)) < 2 ** -10, 0, ulps(got, want))  # log(q ~ 1)
+    assert distance.max() <= 1
+    assert (distance == 1).mean() < 0.01  # summation order alone may move a rounding
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2 ** -7, atol=2 ** -10)
+    if op == "Softmax":  # within a float16 ulp or two of onnxruntime's float32 result too
+        ort = run_onnxruntime(op, [x.astype(np.float32)], {"axis": axis}, 13)[0]
+        np.testing.assert_allclose(got.astype(np.float32), ort, rtol=2 ** -7, atol=2 ** -9)

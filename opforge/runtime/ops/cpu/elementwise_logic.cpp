@@ -22,6 +22,12 @@ struct XorFn { uint8_t operator()(uint8_t a, uint8_t b) const { return a ^ b; } 
 /// so that Greater and GreaterOrEqual reuse the loops of Less and LessOrEqual.
 template <class Fn, bool Swap = false> void compare_compute(KernelContext& ctx) {
   const Tensor a = ctx.input(Swap ? 1 : 0), b = ctx.input(Swap ? 0 : 1), y = ctx.output(0);
+  if (opforge::dispatch<opforge::float16_t, opforge::bfloat16_t>(a.dtype(), [&](auto tag) {
+        using H = typename decltype(tag)::type;  // compared as the floats they hold
+        binary_map(ctx, a.data<H>(), a.sizes(), b.data<H>(), b.sizes(), y.data<bool>(), y.sizes(),
+                   [](H u, H v) { return Fn{}(opforge::to_float(u), opforge::to_float(v)); });
+      }))
+    return;
   require_dispatched(opforge::dispatch<OPFORGE_EW_REAL_TYPES>(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     binary_map(ctx, a.data<T>(), a.sizes(), b.data<T>(), b.sizes(), y.data<bool>(), y.sizes(), Fn{});
@@ -30,6 +36,7 @@ template <class Fn, bool Swap = false> void compare_compute(KernelContext& ctx) 
 
 void equal_compute(KernelContext& ctx) {
   const int32_t dt = ctx.input(0).dtype();
+  if (dt == OPF_FLOAT16 || dt == OPF_BFLOAT16) return compare_compute<EqualFn>(ctx);  // -0 == 0, NaN != NaN
   require_dispatched(dispatch_bits(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
     binary_map<T, T, bool>(ctx, EqualFn{});
@@ -189,7 +196,8 @@ using opforge_cpu::ew::logic_compute;
 #define EW_EQUAL7_DTYPES {opforge::i32, opforge::i64, opforge::boolean}
 #define EW_EQUAL11_DTYPES                                                                       \
   {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::i8, opforge::i16,          \
-   opforge::u8, opforge::u16, opforge::u32, opforge::u64, opforge::boolean}
+   opforge::u8, opforge::u16, opforge::u32, opforge::u64, opforge::boolean, opforge::f16,      \
+   opforge::bf16}
 
 /// Registers NAME(A, B) -> C over DTYPES, with a bool C.
 #define EW_BOOL_OP(NAME, SINCE, DTYPES, COMPUTE)                                               \
@@ -199,11 +207,11 @@ using opforge_cpu::ew::logic_compute;
 EW_BOOL_OP(Equal, 7, EW_EQUAL7_DTYPES, opforge_cpu::ew::equal_compute);
 EW_BOOL_OP(Equal, 11, EW_EQUAL11_DTYPES, opforge_cpu::ew::equal_compute);
 EW_BOOL_OP(Less, 7, OPFORGE_EW_FLOAT_DTYPES, compare_compute<opforge_cpu::ew::LessFn>);
-EW_BOOL_OP(Less, 9, OPFORGE_EW_ALLNUM_DTYPES, compare_compute<opforge_cpu::ew::LessFn>);
+EW_BOOL_OP(Less, 9, OPFORGE_EW_ALLNUM_HALF_DTYPES, compare_compute<opforge_cpu::ew::LessFn>);
 EW_BOOL_OP(Greater, 7, OPFORGE_EW_FLOAT_DTYPES, (compare_compute<opforge_cpu::ew::LessFn, true>));
-EW_BOOL_OP(Greater, 9, OPFORGE_EW_ALLNUM_DTYPES, (compare_compute<opforge_cpu::ew::LessFn, true>));
-EW_BOOL_OP(LessOrEqual, 12, OPFORGE_EW_ALLNUM_DTYPES, compare_compute<opforge_cpu::ew::LessEqualFn>);
-EW_BOOL_OP(GreaterOrEqual, 12, OPFORGE_EW_ALLNUM_DTYPES,
+EW_BOOL_OP(Greater, 9, OPFORGE_EW_ALLNUM_HALF_DTYPES, (compare_compute<opforge_cpu::ew::LessFn, true>));
+EW_BOOL_OP(LessOrEqual, 12, OPFORGE_EW_ALLNUM_HALF_DTYPES, compare_compute<opforge_cpu::ew::LessEqualFn>);
+EW_BOOL_OP(GreaterOrEqual, 12, OPFORGE_EW_ALLNUM_HALF_DTYPES,
            (compare_compute<opforge_cpu::ew::LessEqualFn, true>));
 EW_BOOL_OP(And, 7, {opforge::boolean}, logic_compute<opforge_cpu::ew::AndFn>);
 EW_BOOL_OP(Or, 7, {opforge::boolean}, logic_compute<opforge_cpu::ew::OrFn>);
