@@ -179,3 +179,31 @@ def test_isnan_isinf_narrow_floats(kernels, dtype):
 def test_string_cast_is_refused_clearly(kernels):
     with pytest.raises(opforge.OpError, match="'to' = 8"):
         cast(kernels, np.zeros(2, np.float32), TensorProto.STRING)
+
+
+MOVERS = [("Transpose", lambda x: [x], {"perm": [2, 0, 1]}, lambda x: np.transpose(x, (2, 0, 1))),
+          ("Reshape", lambda x: [x, np.array([3, -1])], {}, lambda x: x.reshape(3, -1)),
+          ("Flatten", lambda x: [x], {"axis": 2}, lambda x: x.reshape(6, 5)),
+          ("Unsqueeze", lambda x: [x, np.array([1])], {}, lambda x: x[:, None]),
+          ("Concat", lambda x: [x, x[:, :1]], {"axis": 1}, lambda x: np.concatenate([x, x[:, :1]], 1)),
+          ("Slice", lambda x: [x, np.array([1]), np.array([3]), np.array([2])], {}, lambda x: x[:, :, 1:3]),
+          ("Gather", lambda x: [x, np.array([2, 0, 2])], {"axis": 1}, lambda x: x[:, [2, 0, 2]]),
+          ("Expand", lambda x: [x[:, :1], np.array([2, 3, 5])], {}, lambda x: np.broadcast_to(x[:, :1], (2, 3, 5))),
+          ("Tile", lambda x: [x, np.array([1, 2, 1])], {}, lambda x: np.tile(x, (1, 2, 1))),
+          ("Where", lambda x: [x.view(np.uint8) % 2 == 0, x, x[::-1]], {},
+           lambda x: np.where(x.view(np.uint8) % 2 == 0, x, x[::-1]))]
+
+
+@pytest.mark.parametrize("dtype", [ml_dtypes.int4, ml_dtypes.uint2, ml_dtypes.float8_e4m3fn,
+                                   ml_dtypes.float4_e2m1fn], ids=str)
+@pytest.mark.parametrize("op, inputs, attrs, oracle", MOVERS, ids=[m[0] for m in MOVERS])
+def test_ops_that_move_elements_take_narrow_types(kernels, dtype, op, inputs, attrs, oracle):
+    width = {np.dtype(ml_dtypes.int4): 16, np.dtype(ml_dtypes.uint2): 4}.get(np.dtype(dtype), 256)
+    x = RNG.integers(0, width, size=(2, 3, 5), dtype=np.uint8).view(dtype)
+    got = kernels.op(op, domain="", version=13)(*inputs(x), **attrs)
+    assert_bits(got, np.ascontiguousarray(oracle(x)))
+
+
+def test_pad_refuses_narrow_types_by_name(kernels):
+    with pytest.raises(TypeError, match="int4"):
+        kernels.op("Pad", domain="", version=13)(np.zeros((2, 2), ml_dtypes.int4), np.array([0, 1, 0, 1]))

@@ -20,8 +20,8 @@ using Shape = std::vector<int64_t>;
    opforge::i32, opforge::i64, opforge::u8, opforge::u16, opforge::u32, opforge::u64,           \
    opforge::boolean}
 
-/// Every dtype the C ABI holds, the narrow float8/float4/4-bit/2-bit types included (Cast,
-/// BitCast, Identity).
+/// Every dtype the C ABI holds, the narrow float8/float4/4-bit/2-bit types included: for Cast,
+/// BitCast and the ops that only move whole elements (Reshape, Transpose, Gather, Where...).
 #define OPFORGE_ALL_WITH_NARROW_DTYPES                                                            \
   {opforge::f32, opforge::f64, opforge::f16, opforge::bf16, opforge::i8, opforge::i16,         \
    opforge::i32, opforge::i64, opforge::u8, opforge::u16, opforge::u32, opforge::u64,           \
