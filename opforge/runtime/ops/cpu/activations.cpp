@@ -180,6 +180,14 @@ void prelu_infer(InferContext& ctx) {
 
 void prelu_compute(KernelContext& ctx) {
   const int32_t dt = ctx.input(0).dtype();
+  if (opforge::dispatch<opforge::float16_t, opforge::bfloat16_t>(dt, [&](auto tag) {
+        using H = typename decltype(tag)::type;  // the product rounded once, from float
+        binary_map<H, H, H>(ctx, [](H x, H s) {
+          const float v = opforge::to_float(x);
+          return v < 0.f ? opforge::from_float(opforge::to_float(s) * v, H{}) : x;
+        });
+      }))
+    return;
   const bool found = opforge::dispatch<float, double, int32_t, int64_t, uint32_t, uint64_t>(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
     binary_map<T, T, T>(ctx, [](T x, T s) { return vmath::select(x < T(0), T(s * x), x); });
@@ -214,6 +222,16 @@ void clip_infer(InferContext& ctx) {
 /// Clip from opset 11: bounds as optional inputs.
 void clip_compute(KernelContext& ctx) {
   const int32_t dt = ctx.input(0).dtype();
+  if (opforge::dispatch<opforge::float16_t, opforge::bfloat16_t>(dt, [&](auto tag) {
+        using H = typename decltype(tag)::type;  // bounds and values compared as floats
+        const float lo = ctx.has_input(1) ? opforge::to_float(*ctx.input(1).data<H>()) : -INFINITY;
+        const float hi = ctx.has_input(2) ? opforge::to_float(*ctx.input(2).data<H>()) : INFINITY;
+        unary_map<H, H>(ctx, [=](H h) {
+          const float v = opforge::to_float(h), a = v < lo ? lo : v;
+          return hi < a ? opforge::from_float(hi, H{}) : a == v ? h : opforge::from_float(a, H{});
+        });
+      }))
+    return;
   require_dispatched(opforge::dispatch<OPFORGE_EW_REAL_TYPES>(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using limits = std::numeric_limits<T>;
@@ -227,6 +245,8 @@ void clip_compute(KernelContext& ctx) {
 void clip_attr_compute(KernelContext& ctx) {
   const float lo = ctx.attr<float>("min"), hi = ctx.attr<float>("max");
   const int32_t dt = ctx.input(0).dtype();
+  if (dt == OPF_FLOAT16 || dt == OPF_BFLOAT16)
+    return map_float(ctx, [=](auto v) { const auto a = v < lo ? lo : v; return hi < a ? hi : a; });
   require_dispatched(opforge::dispatch<float, double>(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
     clip_run<T>(ctx, T(lo), T(hi));
@@ -319,7 +339,7 @@ OPFORGE_OP(Shrink)
 
 OPFORGE_OP(Gelu)
     .since(20)
-    .input("X", OPFORGE_EW_FLOAT_DTYPES)
+    .input("X", OPFORGE_EW_FLOAT_HALF_DTYPES)
     .output("Y")
     .attr("approximate", "none", "none: exact, with erf; tanh: the tanh approximation")
     .inplace(0, 0)
@@ -330,7 +350,7 @@ OPFORGE_OP(Gelu)
 OPFORGE_OP(Gelu)
     .domain("com.microsoft")
     .since(1)
-    .input("X", OPFORGE_EW_FLOAT_DTYPES)
+    .input("X", OPFORGE_EW_FLOAT_HALF_DTYPES)
     .output("Y")
     .attr("approximate", "none", "always none: the contrib op is the erf form")
     .inplace(0, 0)
@@ -339,8 +359,8 @@ OPFORGE_OP(Gelu)
 
 OPFORGE_OP(PRelu)
     .since(7)
-    .input("X", OPFORGE_EW_FLOAT_DTYPES)
-    .input("slope", OPFORGE_EW_FLOAT_DTYPES)
+    .input("X", OPFORGE_EW_FLOAT_HALF_DTYPES)
+    .input("slope", OPFORGE_EW_FLOAT_HALF_DTYPES)
     .output("Y")
     .inplace(0, 0)
     .infer(opforge_cpu::ew::prelu_infer)
@@ -348,8 +368,10 @@ OPFORGE_OP(PRelu)
 
 OPFORGE_OP(PRelu)
     .since(9)
-    .input("X", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::u32, opforge::u64})
-    .input("slope", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::u32, opforge::u64})
+    .input("X", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::u32, opforge::u64,
+                 opforge::f16, opforge::bf16})
+    .input("slope", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::u32, opforge::u64,
+                     opforge::f16, opforge::bf16})
     .output("Y")
     .inplace(0, 0)
     .infer(opforge_cpu::ew::prelu_infer)
@@ -357,7 +379,7 @@ OPFORGE_OP(PRelu)
 
 OPFORGE_OP(Clip)
     .since(6)
-    .input("input", OPFORGE_EW_FLOAT_DTYPES)
+    .input("input", OPFORGE_EW_FLOAT_HALF_DTYPES)
     .output("output")
     .attr("max", 3.4028234663852886e+38f)
     .attr("min", -3.4028234663852886e+38f)
@@ -367,9 +389,9 @@ OPFORGE_OP(Clip)
 
 OPFORGE_OP(Clip)
     .since(11)
-    .input("input", OPFORGE_EW_FLOAT_DTYPES)
-    .optional_input("min", OPFORGE_EW_FLOAT_DTYPES)
-    .optional_input("max", OPFORGE_EW_FLOAT_DTYPES)
+    .input("input", OPFORGE_EW_FLOAT_HALF_DTYPES)
+    .optional_input("min", OPFORGE_EW_FLOAT_HALF_DTYPES)
+    .optional_input("max", OPFORGE_EW_FLOAT_HALF_DTYPES)
     .output("output")
     .inplace(0, 0)
     .infer(opforge_cpu::ew::clip_infer)
@@ -377,9 +399,9 @@ OPFORGE_OP(Clip)
 
 OPFORGE_OP(Clip)
     .since(12)
-    .input("input", OPFORGE_EW_ALLNUM_DTYPES)
-    .optional_input("min", OPFORGE_EW_ALLNUM_DTYPES)
-    .optional_input("max", OPFORGE_EW_ALLNUM_DTYPES)
+    .input("input", OPFORGE_EW_ALLNUM_HALF_DTYPES)
+    .optional_input("min", OPFORGE_EW_ALLNUM_HALF_DTYPES)
+    .optional_input("max", OPFORGE_EW_ALLNUM_HALF_DTYPES)
     .output("output")
     .inplace(0, 0)
     .infer(opforge_cpu::ew::clip_infer)
