@@ -6,7 +6,6 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import opforge
 from kernel_check import check, run_onnxruntime
 
 RNG = np.random.default_rng(11)
@@ -169,7 +168,7 @@ def test_swish(kernels, dtype, alpha):
 
 
 def test_bfloat16_pow_refuses_bool_exponent(kernels):
-    with pytest.raises((opforge.OpError, TypeError, ValueError)):
+    with pytest.raises(TypeError, match=r"Pow\(\): input 'Y' \(#1\) has dtype bool"):
         call(kernels, "Pow", [rand((2,), ml_dtypes.bfloat16), np.ones(2, bool)], 15)
 
 
