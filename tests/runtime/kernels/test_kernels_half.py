@@ -264,3 +264,22 @@ def test_prelu_and_clip_halves(kernels, dtype):
     only_max = np.minimum(x.astype(np.float32), np.float32(2.5)).astype(dtype)
     only_max[0, 0] = np.nan
     assert_exact(call(kernels, "Clip", [x, None, hi], 13), only_max)
+
+
+@pytest.mark.parametrize("dtype", HALVES, ids=str)
+@pytest.mark.parametrize("trans_a, trans_b", [(0, 0), (1, 0), (0, 1), (1, 1)])
+@pytest.mark.parametrize("c_shape", [None, (5,), (3, 1), (3, 5), ()], ids=str)
+def test_gemm_halves(kernels, dtype, trans_a, trans_b, c_shape):
+    a = rand((16, 3) if trans_a else (3, 16), dtype, 1)
+    b = rand((5, 16) if trans_b else (16, 5), dtype, 1)
+    alpha, beta = 0.75, 1.5
+    wide_a = a.astype(np.float64).T if trans_a else a.astype(np.float64)
+    wide_b = b.astype(np.float64).T if trans_b else b.astype(np.float64)
+    want = alpha * wide_a @ wide_b
+    inputs = [a, b]
+    if c_shape is not None:
+        c = rand(c_shape, dtype, 1)
+        want = want + beta * c.astype(np.float64)
+        inputs.append(c)
+    got = call(kernels, "Gemm", inputs, 13, alpha=alpha, beta=beta, transA=trans_a, transB=trans_b)
+    assert ulps(got, want.astype(np.float32).astype(dtype)).max() <= 1
