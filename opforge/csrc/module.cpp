@@ -19,9 +19,9 @@ PYBIND11_MODULE(_core, m) {
   m.attr("MAX_DIMS") = OPF_MAX_DIMS;
   // the tables Python shares with this core, from their one definition here
   py::dict dtype_names;
-  for (int32_t code : {OPF_FLOAT32, OPF_UINT8, OPF_INT8, OPF_UINT16, OPF_INT16, OPF_INT32, OPF_INT64, OPF_BOOL,
-                       OPF_FLOAT16, OPF_FLOAT64, OPF_UINT32, OPF_UINT64, OPF_BFLOAT16})
-    dtype_names[py::int_(code)] = opforge::dtype_name(code);
+  for (int32_t code = OPF_FLOAT32; code <= OPF_INT2; ++code)
+    if (code != OPF_STRING && opforge::dtype_size(code) > 0)
+      dtype_names[py::int_(code)] = opforge::dtype_name(code);
   m.attr("DTYPE_NAMES") = dtype_names;
   py::dict slot_kinds;
   slot_kinds["dynamic"] = int(SlotKind::Dynamic);

@@ -7,11 +7,27 @@
 
 namespace opforge_core {
 
+namespace {
+
+/// Whether `code` is a type numpy itself lacks, which ml_dtypes provides (bfloat16, float8...).
+bool from_ml_dtypes(int32_t code) { return code == OPF_BFLOAT16 || opforge::is_narrow_dtype(code); }
+
+/// The ml_dtypes type whose numpy name is `name` and whose size is `size`; OPF_UNDEFINED if none.
+int32_t ml_dtypes_code(const std::string& name, int64_t size) {
+  for (int32_t code = OPF_BFLOAT16; code <= OPF_INT2; ++code)
+    if (from_ml_dtypes(code) && name == opforge::dtype_name(code) && size == opforge::dtype_size(code))
+      return code;
+  return OPF_UNDEFINED;
+}
+
+}  // namespace
+
 int32_t dtype_code(const py::dtype& dt) {
   char kind = dt.kind();
   auto size = dt.itemsize();
   switch (kind) {
     case 'f':
+      if (size == 1) return ml_dtypes_code(py::str(dt.attr("name")), size);  // float8_e5m2
       return size == 4 ? OPF_FLOAT32 : size == 8 ? OPF_FLOAT64 : size == 2 ? OPF_FLOAT16 : OPF_UNDEFINED;
     case 'i':
       return size == 1 ? OPF_INT8 : size == 2 ? OPF_INT16 : size == 4 ? OPF_INT32 : size == 8 ? OPF_INT64 : OPF_UNDEFINED;
@@ -20,8 +36,7 @@ int32_t dtype_code(const py::dtype& dt) {
     case 'b':
       return OPF_BOOL;
     case 'V':
-      if (size == 2 && std::string(py::str(dt.attr("name"))) == "bfloat16") return OPF_BFLOAT16;
-      return OPF_UNDEFINED;
+      return ml_dtypes_code(py::str(dt.attr("name")), size);
     default:
       return OPF_UNDEFINED;
   }
@@ -30,11 +45,12 @@ int32_t dtype_code(const py::dtype& dt) {
 const char* dtype_name(int32_t code) { return opforge::dtype_name(code); }
 
 py::dtype numpy_dtype(int32_t code) {
-  if (code == OPF_BFLOAT16) {
+  if (from_ml_dtypes(code)) {
     try {
-      return py::dtype::from_args(py::module_::import("ml_dtypes").attr("bfloat16"));
+      return py::dtype::from_args(py::module_::import("ml_dtypes").attr(dtype_name(code)));
     } catch (py::error_already_set&) {
-      throw py::type_error("bfloat16 arrays need the ml_dtypes package (pip install ml_dtypes)");
+      throw py::type_error(std::string(dtype_name(code)) +
+                           " arrays need the ml_dtypes package (pip install ml_dtypes)");
     }
   }
   if (code == OPF_STRING || code == OPF_UNDEFINED)

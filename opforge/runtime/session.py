@@ -21,6 +21,7 @@ from opforge.runtime.execute.feeds import as_output, check_feeds, on_device, to_
 from opforge.runtime.graph.graph import Graph, ValueInfo, build_graph, sort_graph, topological_order
 from opforge.runtime.graph.shapes import InferredTypes, infer_types
 from opforge.runtime.graph.validation import check_graph
+from opforge.runtime.load.constants import constants_to_initializers
 from opforge.runtime.load.functions import inline_local_functions
 from opforge.runtime.load.graph_attribute_ops import expand_graph_attribute_ops
 from opforge.runtime.load.mapping import apply_mappings
@@ -151,6 +152,7 @@ class InferenceSession(SessionExtras):
         self._model = expand_graph_attribute_ops(inline_local_functions(loaded.proto))
         self._opsets = loaded.opsets
         self.mapped_nodes = apply_mappings(self._model, self._custom.mappings, self._opsets)
+        constants_to_initializers(self._model.graph)
         graph = build_graph(self._model.graph)
         sort_graph(graph)
         if self._model.ir_version < 4:

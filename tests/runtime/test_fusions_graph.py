@@ -132,6 +132,19 @@ def test_lossy_round_trip_and_graph_outputs_stay():
     assert ops(sess) == ["Cast", "Cast", "Cast"] and sess.pass_stats["eliminate_casts"] == 0
 
 
+def test_float8_round_trip_through_float16_stays():
+    # float8_e5m2 -> float16 -> float8_e5m2 keeps every value but inf: the saturating cast back
+    # clips it to the largest finite value, so the casts must stay
+    import ml_dtypes
+
+    nodes = [cast("x", "h", TensorProto.FLOAT16), cast("h", "e", TensorProto.FLOAT8E5M2),
+             cast("e", "y", TensorProto.FLOAT)]
+    sess = session(build(nodes, [tensor("x", [3], TensorProto.FLOAT8E5M2)], [tensor("y", None)]))
+    assert sess.pass_stats["eliminate_casts"] == 0
+    x = np.array([np.inf, -1.5, 2.0], np.float32).astype(ml_dtypes.float8_e5m2)
+    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], np.array([57344.0, -1.5, 2.0], np.float32))
+
+
 # ---- Transpose cancellation and Reshape merging ----
 
 def test_transposes_that_undo_each_other_go(tmp_path):

@@ -60,8 +60,9 @@ def _widens(narrow: np.dtype | None, wide: np.dtype | None) -> bool:
     """Whether every value of ``narrow`` survives a trip through ``wide``."""
     if narrow is None or wide is None or narrow.kind not in "fiu" or wide.kind not in "fiu":
         return False
-    if narrow.kind == "f":
-        return wide.kind == "f" and wide.itemsize >= narrow.itemsize and narrow.name != "bfloat16"
+    if narrow.kind == "f":  # float8_e5m2 reads as kind "f" too; a saturating cast back clips its inf
+        return (wide.kind == "f" and wide.itemsize >= narrow.itemsize and narrow.itemsize > 1
+                and narrow.name != "bfloat16")
     if wide.kind == "f":
         return np.finfo(wide).nmant + 1 >= 8 * narrow.itemsize - (narrow.kind == "i")
     return np.can_cast(narrow, wide, casting="safe")

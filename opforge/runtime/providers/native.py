@@ -15,13 +15,16 @@ from opforge.runtime.providers.registry import default_registry
 logger = logging.getLogger("opforge.runtime")
 
 def _numpy_dtype(name: str) -> "np.dtype | None":
-    if name != "bfloat16":
+    """numpy's dtype of that name, or ml_dtypes' (bfloat16, float8_e4m3fn, int4...)."""
+    try:
         return np.dtype(name)
+    except TypeError:
+        pass
     try:
         import ml_dtypes
-    except ImportError:  # bfloat16 values then go to the reference provider
+    except ImportError:  # such values then go to the reference provider
         return None
-    return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(getattr(ml_dtypes, name))
 
 
 # numpy dtype <-> the C ABI's dtype code, from the core's one table (opforge/dtype.h)

@@ -36,7 +36,19 @@ typedef enum opf_dtype {
   OPF_FLOAT64 = 11,
   OPF_UINT32 = 12,
   OPF_UINT64 = 13,
-  OPF_BFLOAT16 = 16
+  OPF_BFLOAT16 = 16,
+  /// The narrow types below are held one element per byte (the value in the low bits), as
+  /// numpy's ml_dtypes holds them; ONNX packs 4- and 2-bit types only when serializing.
+  OPF_FLOAT8E4M3FN = 17,
+  OPF_FLOAT8E4M3FNUZ = 18,
+  OPF_FLOAT8E5M2 = 19,
+  OPF_FLOAT8E5M2FNUZ = 20,
+  OPF_UINT4 = 21,
+  OPF_INT4 = 22,
+  OPF_FLOAT4E2M1 = 23,
+  OPF_FLOAT8E8M0 = 24,
+  OPF_UINT2 = 25,
+  OPF_INT2 = 26
 } opf_dtype;
 
 /// Attribute kinds, numbered as ONNX's AttributeProto.AttributeType.

@@ -27,6 +27,16 @@ enum class DType : int32_t {
   UInt32 = OPF_UINT32,
   UInt64 = OPF_UINT64,
   BFloat16 = OPF_BFLOAT16,
+  Float8E4M3FN = OPF_FLOAT8E4M3FN,
+  Float8E4M3FNUZ = OPF_FLOAT8E4M3FNUZ,
+  Float8E5M2 = OPF_FLOAT8E5M2,
+  Float8E5M2FNUZ = OPF_FLOAT8E5M2FNUZ,
+  UInt4 = OPF_UINT4,
+  Int4 = OPF_INT4,
+  Float4E2M1 = OPF_FLOAT4E2M1,
+  Float8E8M0 = OPF_FLOAT8E8M0,
+  UInt2 = OPF_UINT2,
+  Int2 = OPF_INT2,
 };
 
 /// Short names for schemas: `.input("X", {opforge::f32, opforge::f64})`.
@@ -34,10 +44,27 @@ constexpr DType f16 = DType::Float16, bf16 = DType::BFloat16, f32 = DType::Float
                 f64 = DType::Float64, i8 = DType::Int8, i16 = DType::Int16, i32 = DType::Int32,
                 i64 = DType::Int64, u8 = DType::UInt8, u16 = DType::UInt16, u32 = DType::UInt32,
                 u64 = DType::UInt64, boolean = DType::Bool;
+/// The narrow types (one element per byte, see abi.h).
+constexpr DType f8e4m3fn = DType::Float8E4M3FN, f8e4m3fnuz = DType::Float8E4M3FNUZ,
+                f8e5m2 = DType::Float8E5M2, f8e5m2fnuz = DType::Float8E5M2FNUZ, u4 = DType::UInt4,
+                i4 = DType::Int4, f4e2m1 = DType::Float4E2M1, f8e8m0 = DType::Float8E8M0,
+                u2 = DType::UInt2, i2 = DType::Int2;
 
 /// IEEE half and bfloat16 storage types (bits only; convert with to_float / from_float).
 struct float16_t { uint16_t bits; };
 struct bfloat16_t { uint16_t bits; };
+
+/// Storage types of the narrow dtypes: one element per byte, the value in the low bits.
+struct float8e4m3fn_t { uint8_t bits; };
+struct float8e4m3fnuz_t { uint8_t bits; };
+struct float8e5m2_t { uint8_t bits; };
+struct float8e5m2fnuz_t { uint8_t bits; };
+struct uint4_t { uint8_t bits; };
+struct int4_t { uint8_t bits; };
+struct float4e2m1_t { uint8_t bits; };
+struct float8e8m0_t { uint8_t bits; };
+struct uint2_t { uint8_t bits; };
+struct int2_t { uint8_t bits; };
 
 /// The DType of a C++ element type.
 template <class T> struct dtype_of;
@@ -56,10 +83,27 @@ OPFORGE_DTYPE_OF(uint64_t, UInt64);
 OPFORGE_DTYPE_OF(bool, Bool);
 OPFORGE_DTYPE_OF(float16_t, Float16);
 OPFORGE_DTYPE_OF(bfloat16_t, BFloat16);
+OPFORGE_DTYPE_OF(float8e4m3fn_t, Float8E4M3FN);
+OPFORGE_DTYPE_OF(float8e4m3fnuz_t, Float8E4M3FNUZ);
+OPFORGE_DTYPE_OF(float8e5m2_t, Float8E5M2);
+OPFORGE_DTYPE_OF(float8e5m2fnuz_t, Float8E5M2FNUZ);
+OPFORGE_DTYPE_OF(uint4_t, UInt4);
+OPFORGE_DTYPE_OF(int4_t, Int4);
+OPFORGE_DTYPE_OF(float4e2m1_t, Float4E2M1);
+OPFORGE_DTYPE_OF(float8e8m0_t, Float8E8M0);
+OPFORGE_DTYPE_OF(uint2_t, UInt2);
+OPFORGE_DTYPE_OF(int2_t, Int2);
 #undef OPFORGE_DTYPE_OF
 
-/// Bytes per element (0 for strings and unknown types).
+/// Whether `dtype` is one of the float8, float4, 4-bit or 2-bit types (held one per byte).
+inline bool is_narrow_dtype(int32_t dtype) {
+  return dtype >= OPF_FLOAT8E4M3FN && dtype <= OPF_INT2;
+}
+
+/// Bytes per element in memory (0 for strings and unknown types); 4- and 2-bit types take a
+/// byte each.
 inline int64_t dtype_size(int32_t dtype) {
+  if (is_narrow_dtype(dtype)) return 1;
   switch (dtype) {
     case OPF_BOOL: case OPF_INT8: case OPF_UINT8: return 1;
     case OPF_INT16: case OPF_UINT16: case OPF_FLOAT16: case OPF_BFLOAT16: return 2;
@@ -69,9 +113,19 @@ inline int64_t dtype_size(int32_t dtype) {
   }
 }
 
-/// The numpy-style name of a dtype ("float32"), for messages.
+/// The numpy-style name of a dtype ("float32"; ml_dtypes' names for the narrow types).
 inline const char* dtype_name(int32_t dtype) {
   switch (dtype) {
+    case OPF_FLOAT8E4M3FN: return "float8_e4m3fn";
+    case OPF_FLOAT8E4M3FNUZ: return "float8_e4m3fnuz";
+    case OPF_FLOAT8E5M2: return "float8_e5m2";
+    case OPF_FLOAT8E5M2FNUZ: return "float8_e5m2fnuz";
+    case OPF_UINT4: return "uint4";
+    case OPF_INT4: return "int4";
+    case OPF_FLOAT4E2M1: return "float4_e2m1fn";
+    case OPF_FLOAT8E8M0: return "float8_e8m0fnu";
+    case OPF_UINT2: return "uint2";
+    case OPF_INT2: return "int2";
     case OPF_FLOAT32: return "float32";
     case OPF_FLOAT64: return "float64";
     case OPF_FLOAT16: return "float16";

@@ -11,9 +11,15 @@
 namespace opforge_cpu::ew {
 namespace {
 
-/// Output 0 = f(input 0) for float and double; f is generic over the element type.
+/// Output 0 = f(input 0) for float and double, and for float16 and bfloat16 computed in float;
+/// f is generic over the element type.
 template <class F> void map_float(KernelContext& ctx, F f, int64_t grain = kCheapGrain) {
   const int32_t dt = ctx.input(0).dtype();
+  if (opforge::dispatch<opforge::float16_t, opforge::bfloat16_t>(dt, [&](auto tag) {
+        using H = typename decltype(tag)::type;
+        unary_map<H, H>(ctx, [f](H v) { return opforge::from_float(float(f(opforge::to_float(v))), H{}); }, grain);
+      }))
+    return;
   require_dispatched(opforge::dispatch<float, double>(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
     unary_map<T, T>(ctx, [f](T v) { return T(f(v)); }, grain);
@@ -22,6 +28,7 @@ template <class F> void map_float(KernelContext& ctx, F f, int64_t grain = kChea
 
 void relu_compute(KernelContext& ctx) {
   const int32_t dt = ctx.input(0).dtype();
+  if (dt == OPF_FLOAT16 || dt == OPF_BFLOAT16) return map_float(ctx, [](auto v) { return v < 0 ? decltype(v)(0) : v; });
   const bool found = opforge::dispatch<float, double, int32_t, int64_t, int8_t, int16_t>(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
     unary_map<T, T>(ctx, [](T v) { return v < T(0) ? T(0) : v; });
@@ -86,6 +93,35 @@ void sigmoid_compute(KernelContext& ctx) {
   map_float(ctx, [](auto v) { return vmath::sigmoid(v); });
 }
 
+/// x * sigmoid(alpha * x).
+void swish_compute(KernelContext& ctx) {
+  const float alpha = ctx.attr<float>("alpha");
+  map_float(ctx, [=](auto v) { return v * vmath::sigmoid(decltype(v)(alpha) * v); });
+}
+
+/// x + bias below -lambd, x - bias above lambd, else 0; integers are computed in double and
+/// converted back, as onnx's reference does.
+void shrink_compute(KernelContext& ctx) {
+  const double bias = ctx.attr<float>("bias"), lambd = ctx.attr<float>("lambd");
+  const auto shrink = [=](auto v) {
+    using T = decltype(v);
+    if constexpr (std::is_integral_v<T>) {
+      const double x = double(v);
+      return T(x < -lambd ? x + bias : x > lambd ? x - bias : 0.0);
+    } else {
+      return v < T(-lambd) ? T(v + T(bias)) : v > T(lambd) ? T(v - T(bias)) : T(0);
+    }
+  };
+  const int32_t dt = ctx.input(0).dtype();
+  if (dt == OPF_FLOAT32 || dt == OPF_FLOAT64 || dt == OPF_FLOAT16 || dt == OPF_BFLOAT16)
+    return map_float(ctx, shrink);
+  require_dispatched(opforge::dispatch<int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t,
+                                       uint32_t, uint64_t>(dt, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    unary_map<T, T>(ctx, [shrink](T v) { return shrink(v); });
+  }), dt);
+}
+
 void tanh_compute(KernelContext& ctx) {
   map_float(ctx, [](auto v) { return vmath::tanh(v); });
 }
@@ -144,6 +180,14 @@ void prelu_infer(InferContext& ctx) {
 
 void prelu_compute(KernelContext& ctx) {
   const int32_t dt = ctx.input(0).dtype();
+  if (opforge::dispatch<opforge::float16_t, opforge::bfloat16_t>(dt, [&](auto tag) {
+        using H = typename decltype(tag)::type;  // the product rounded once, from float
+        binary_map<H, H, H>(ctx, [](H x, H s) {
+          const float v = opforge::to_float(x);
+          return v < 0.f ? opforge::from_float(opforge::to_float(s) * v, H{}) : x;
+        });
+      }))
+    return;
   const bool found = opforge::dispatch<float, double, int32_t, int64_t, uint32_t, uint64_t>(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
     binary_map<T, T, T>(ctx, [](T x, T s) { return vmath::select(x < T(0), T(s * x), x); });
@@ -178,6 +222,16 @@ void clip_infer(InferContext& ctx) {
 /// Clip from opset 11: bounds as optional inputs.
 void clip_compute(KernelContext& ctx) {
   const int32_t dt = ctx.input(0).dtype();
+  if (opforge::dispatch<opforge::float16_t, opforge::bfloat16_t>(dt, [&](auto tag) {
+        using H = typename decltype(tag)::type;  // bounds and values compared as floats
+        const float lo = ctx.has_input(1) ? opforge::to_float(*ctx.input(1).data<H>()) : -INFINITY;
+        const float hi = ctx.has_input(2) ? opforge::to_float(*ctx.input(2).data<H>()) : INFINITY;
+        unary_map<H, H>(ctx, [=](H h) {
+          const float v = opforge::to_float(h), a = v < lo ? lo : v;
+          return hi < a ? opforge::from_float(hi, H{}) : a == v ? h : opforge::from_float(a, H{});
+        });
+      }))
+    return;
   require_dispatched(opforge::dispatch<OPFORGE_EW_REAL_TYPES>(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
     using limits = std::numeric_limits<T>;
@@ -191,6 +245,8 @@ void clip_compute(KernelContext& ctx) {
 void clip_attr_compute(KernelContext& ctx) {
   const float lo = ctx.attr<float>("min"), hi = ctx.attr<float>("max");
   const int32_t dt = ctx.input(0).dtype();
+  if (dt == OPF_FLOAT16 || dt == OPF_BFLOAT16)
+    return map_float(ctx, [=](auto v) { const auto a = v < lo ? lo : v; return hi < a ? hi : a; });
   require_dispatched(opforge::dispatch<float, double>(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
     clip_run<T>(ctx, T(lo), T(hi));
@@ -202,13 +258,14 @@ void clip_attr_compute(KernelContext& ctx) {
 
 /// Registers a float activation NAME(IN) -> OUT that may overwrite its input.
 #define EW_ACTIVATION(NAME, SINCE, IN, OUT, COMPUTE)                                           \
-  OPFORGE_OP(NAME).since(SINCE).input(IN, OPFORGE_EW_FLOAT_DTYPES).output(OUT).inplace(0, 0)   \
+  OPFORGE_OP(NAME).since(SINCE).input(IN, OPFORGE_EW_FLOAT_HALF_DTYPES).output(OUT).inplace(0, 0)\
       .infer(opforge::same_as_input0).compute(opforge_cpu::ew::COMPUTE)
 
-OPFORGE_OP(Relu).since(6).input("X", OPFORGE_EW_FLOAT_DTYPES).output("Y").inplace(0, 0)
+OPFORGE_OP(Relu).since(6).input("X", OPFORGE_EW_FLOAT_HALF_DTYPES).output("Y").inplace(0, 0)
     .infer(opforge::same_as_input0).compute(opforge_cpu::ew::relu_compute);
 OPFORGE_OP(Relu).since(14)
-    .input("X", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::i8, opforge::i16})
+    .input("X", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::i8, opforge::i16,
+                 opforge::f16, opforge::bf16})
     .output("Y").inplace(0, 0).infer(opforge::same_as_input0).compute(opforge_cpu::ew::relu_compute);
 
 EW_ACTIVATION(LeakyRelu, 6, "X", "Y", leaky_relu_compute).attr("alpha", 0.01f);
@@ -225,10 +282,21 @@ EW_ACTIVATION(Tanh, 6, "input", "output", tanh_compute);
 EW_ACTIVATION(Softplus, 1, "X", "Y", softplus_compute);
 EW_ACTIVATION(Softsign, 1, "input", "output", softsign_compute);
 EW_ACTIVATION(Mish, 18, "X", "Y", mish_compute);
+EW_ACTIVATION(Swish, 24, "X", "Y", swish_compute).attr("alpha", 1.0f);
+
+OPFORGE_OP(Shrink)
+    .since(9)
+    .input("input", OPFORGE_EW_ALLNUM_HALF_DTYPES)
+    .output("output")
+    .inplace(0, 0)
+    .attr("bias", 0.0f, "added below -lambd, subtracted above lambd")
+    .attr("lambd", 0.5f, "the half-width of the band mapped to 0")
+    .infer(opforge::same_as_input0)
+    .compute(opforge_cpu::ew::shrink_compute);
 
 OPFORGE_OP(Gelu)
     .since(20)
-    .input("X", OPFORGE_EW_FLOAT_DTYPES)
+    .input("X", OPFORGE_EW_FLOAT_HALF_DTYPES)
     .output("Y")
     .attr("approximate", "none", "none: exact, with erf; tanh: the tanh approximation")
     .inplace(0, 0)
@@ -239,7 +307,7 @@ OPFORGE_OP(Gelu)
 OPFORGE_OP(Gelu)
     .domain("com.microsoft")
     .since(1)
-    .input("X", OPFORGE_EW_FLOAT_DTYPES)
+    .input("X", OPFORGE_EW_FLOAT_HALF_DTYPES)
     .output("Y")
     .attr("approximate", "none", "always none: the contrib op is the erf form")
     .inplace(0, 0)
@@ -248,8 +316,8 @@ OPFORGE_OP(Gelu)
 
 OPFORGE_OP(PRelu)
     .since(7)
-    .input("X", OPFORGE_EW_FLOAT_DTYPES)
-    .input("slope", OPFORGE_EW_FLOAT_DTYPES)
+    .input("X", OPFORGE_EW_FLOAT_HALF_DTYPES)
+    .input("slope", OPFORGE_EW_FLOAT_HALF_DTYPES)
     .output("Y")
     .inplace(0, 0)
     .infer(opforge_cpu::ew::prelu_infer)
@@ -257,8 +325,10 @@ OPFORGE_OP(PRelu)
 
 OPFORGE_OP(PRelu)
     .since(9)
-    .input("X", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::u32, opforge::u64})
-    .input("slope", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::u32, opforge::u64})
+    .input("X", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::u32, opforge::u64,
+                 opforge::f16, opforge::bf16})
+    .input("slope", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::u32, opforge::u64,
+                     opforge::f16, opforge::bf16})
     .output("Y")
     .inplace(0, 0)
     .infer(opforge_cpu::ew::prelu_infer)
@@ -266,7 +336,7 @@ OPFORGE_OP(PRelu)
 
 OPFORGE_OP(Clip)
     .since(6)
-    .input("input", OPFORGE_EW_FLOAT_DTYPES)
+    .input("input", OPFORGE_EW_FLOAT_HALF_DTYPES)
     .output("output")
     .attr("max", 3.4028234663852886e+38f)
     .attr("min", -3.4028234663852886e+38f)
@@ -276,9 +346,9 @@ OPFORGE_OP(Clip)
 
 OPFORGE_OP(Clip)
     .since(11)
-    .input("input", OPFORGE_EW_FLOAT_DTYPES)
-    .optional_input("min", OPFORGE_EW_FLOAT_DTYPES)
-    .optional_input("max", OPFORGE_EW_FLOAT_DTYPES)
+    .input("input", OPFORGE_EW_FLOAT_HALF_DTYPES)
+    .optional_input("min", OPFORGE_EW_FLOAT_HALF_DTYPES)
+    .optional_input("max", OPFORGE_EW_FLOAT_HALF_DTYPES)
     .output("output")
     .inplace(0, 0)
     .infer(opforge_cpu::ew::clip_infer)
@@ -286,9 +356,9 @@ OPFORGE_OP(Clip)
 
 OPFORGE_OP(Clip)
     .since(12)
-    .input("input", OPFORGE_EW_ALLNUM_DTYPES)
-    .optional_input("min", OPFORGE_EW_ALLNUM_DTYPES)
-    .optional_input("max", OPFORGE_EW_ALLNUM_DTYPES)
+    .input("input", OPFORGE_EW_ALLNUM_HALF_DTYPES)
+    .optional_input("min", OPFORGE_EW_ALLNUM_HALF_DTYPES)
+    .optional_input("max", OPFORGE_EW_ALLNUM_HALF_DTYPES)
     .output("output")
     .inplace(0, 0)
     .infer(opforge_cpu::ew::clip_infer)

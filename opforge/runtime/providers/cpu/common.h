@@ -20,6 +20,15 @@ using Shape = std::vector<int64_t>;
    opforge::i32, opforge::i64, opforge::u8, opforge::u16, opforge::u32, opforge::u64,           \
    opforge::boolean}
 
+/// Every dtype the C ABI holds, the narrow float8/float4/4-bit/2-bit types included: for Cast,
+/// BitCast and the ops that only move whole elements (Reshape, Transpose, Gather, Where...).
+#define OPFORGE_ALL_WITH_NARROW_DTYPES                                                            \
+  {opforge::f32, opforge::f64, opforge::f16, opforge::bf16, opforge::i8, opforge::i16,         \
+   opforge::i32, opforge::i64, opforge::u8, opforge::u16, opforge::u32, opforge::u64,           \
+   opforge::boolean, opforge::f8e4m3fn, opforge::f8e4m3fnuz, opforge::f8e5m2,                   \
+   opforge::f8e5m2fnuz, opforge::u4, opforge::i4, opforge::f4e2m1, opforge::f8e8m0, opforge::u2, \
+   opforge::i2}
+
 /// Numeric dtypes most arithmetic kernels accept.
 #define OPFORGE_NUMERIC_DTYPES \
   {opforge::f32, opforge::f64, opforge::i32, opforge::i64}

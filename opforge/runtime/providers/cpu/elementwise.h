@@ -25,6 +25,13 @@ constexpr int64_t kCostlyGrain = int64_t(1) << 13;
 #define OPFORGE_EW_ALLNUM_DTYPES {opforge::f32, opforge::f64, opforge::i32, opforge::i64, \
                                   opforge::i8, opforge::i16, opforge::u8, opforge::u16,   \
                                   opforge::u32, opforge::u64}
+/// The same lists with float16 and bfloat16 (computed in float, rounded once per result).
+#define OPFORGE_EW_FLOAT_HALF_DTYPES {opforge::f32, opforge::f64, opforge::f16, opforge::bf16}
+#define OPFORGE_EW_ARITH7_HALF_DTYPES {opforge::f32, opforge::f64, opforge::i32, opforge::i64, \
+                                       opforge::u32, opforge::u64, opforge::f16, opforge::bf16}
+#define OPFORGE_EW_ALLNUM_HALF_DTYPES {opforge::f32, opforge::f64, opforge::i32, opforge::i64, \
+                                       opforge::i8, opforge::i16, opforge::u8, opforge::u16,   \
+                                       opforge::u32, opforge::u64, opforge::f16, opforge::bf16}
 
 /// Numpy broadcast of shapes that may hold unknown (-1) dims, as graph shape inference has them.
 inline Shape broadcast_known(const Shape& a, const Shape& b) {

@@ -1,5 +1,7 @@
-// gemm.cpp: the Gemm kernel (alpha * op(A) * op(B) + beta * C) on OpenBLAS sgemm/dgemm.
+// gemm.cpp: the Gemm kernel (alpha * op(A) * op(B) + beta * C) on OpenBLAS sgemm/dgemm
+// (float16/bfloat16 widened to float32 for sgemm).
 #include <algorithm>
+#include <vector>
 
 #include "common.h"
 #include "gemm_blas.h"
@@ -46,10 +48,9 @@ void gemm_infer(InferContext& ctx) {
   ctx.set_output(0, a.dtype(), {d.m, d.n});
 }
 
-/// y (M x N) = C broadcast to (M, N).
+/// y (M x N) = C (its elements at cp) broadcast to (M, N).
 template <class T>
-void broadcast_bias(const Tensor& c, int64_t m, int64_t n, T* y) {
-  const T* cp = c.data<T>();
+void broadcast_bias(const Tensor& c, const T* cp, int64_t m, int64_t n, T* y) {
   const int64_t cols = c.ndim() >= 1 ? c.size(-1) : 1, rows = c.ndim() == 2 ? c.size(0) : 1;
   for (int64_t i = 0; i < m; ++i) {
     const T* src = cp + (rows == 1 ? 0 : i * cols);
@@ -61,30 +62,51 @@ void broadcast_bias(const Tensor& c, int64_t m, int64_t n, T* y) {
   }
 }
 
+/// The Gemm on elements of type T at a, b, c (c null without C) into out.
 template <class T>
-void gemm_typed(KernelContext& ctx) {
-  const Tensor a = ctx.input(0), b = ctx.input(1), y = ctx.output(0);
+void gemm_run(KernelContext& ctx, const T* ap, const T* bp, const T* cp, T* out) {
+  const Tensor a = ctx.input(0), b = ctx.input(1);
   const bool ta = ctx.attr<int64_t>("transA") != 0, tb = ctx.attr<int64_t>("transB") != 0;
   const T alpha = ctx.attr<float>("alpha"), beta = ctx.attr<float>("beta");
   const GemmDims d = gemm_dims(a, b, ta, tb);
-  T* out = y.data<T>();
   if (d.m == 0 || d.n == 0) return;
-  const bool with_c = ctx.has_input(2) && beta != T(0);
-  if (with_c) broadcast_bias(ctx.input(2), d.m, d.n, out);
+  const bool with_c = cp != nullptr && beta != T(0);
+  if (with_c) broadcast_bias(ctx.input(2), cp, d.m, d.n, out);
   if (d.k == 0) {  // op(A) * op(B) is all zeros
     for (int64_t i = 0; i < d.m * d.n; ++i) out[i] = with_c ? beta * out[i] : T(0);
     return;
   }
   opforge_nn::check_blas_dims(d.m, d.n, d.k);
-  opforge_nn::parallel_matmul(ctx, ta, tb, d.m, d.n, d.k, alpha, a.data<T>(), a.size(1), b.data<T>(), b.size(1),
+  opforge_nn::parallel_matmul(ctx, ta, tb, d.m, d.n, d.k, alpha, ap, a.size(1), bp, b.size(1),
                               with_c ? beta : T(0), out, d.n);
 }
 
+/// A tensor's elements widened to float (float16/bfloat16 Gemm runs on sgemm, rounded once).
+template <class H> std::vector<float> widened(const Tensor& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  const H* p = t.data<H>();
+  for (size_t i = 0; i < out.size(); ++i) out[i] = opforge::to_float(p[i]);
+  return out;
+}
+
 void gemm_compute(KernelContext& ctx) {
+  const bool has_c = ctx.has_input(2);
   const bool ok = opforge::dispatch<float, double>(ctx.input(0).dtype(), [&](auto tag) {
-    gemm_typed<typename decltype(tag)::type>(ctx);
+    using T = typename decltype(tag)::type;
+    gemm_run<T>(ctx, ctx.input(0).data<T>(), ctx.input(1).data<T>(), has_c ? ctx.input(2).data<T>() : nullptr,
+                ctx.output(0).data<T>());
+  }) || opforge::dispatch<opforge::float16_t, opforge::bfloat16_t>(ctx.input(0).dtype(), [&](auto tag) {
+    using H = typename decltype(tag)::type;
+    const std::vector<float> a = widened<H>(ctx.input(0)), b = widened<H>(ctx.input(1));
+    const std::vector<float> c = has_c ? widened<H>(ctx.input(2)) : std::vector<float>();
+    const Tensor y = ctx.output(0);
+    std::vector<float> out(static_cast<size_t>(y.numel()));
+    gemm_run<float>(ctx, a.data(), b.data(), has_c ? c.data() : nullptr, out.data());
+    H* yp = y.data<H>();
+    for (size_t i = 0; i < out.size(); ++i) yp[i] = opforge::from_float(out[i], H{});
   });
-  OPFORGE_CHECK(ok, "Gemm supports float32 and float64, got ", opforge::dtype_name(ctx.input(0).dtype()));
+  OPFORGE_CHECK(ok, "Gemm supports float32, float64, float16 and bfloat16, got ",
+                opforge::dtype_name(ctx.input(0).dtype()));
 }
 
 }  // namespace
@@ -93,9 +115,9 @@ void gemm_compute(KernelContext& ctx) {
 OPFORGE_OP(Gemm)
     .since(1)
     .doc("Y = alpha * op(A) * op(B) + beta * C, C broadcast to (M, N).")
-    .input("A", {opforge::f32, opforge::f64})
-    .input("B", {opforge::f32, opforge::f64})
-    .input("C", {opforge::f32, opforge::f64})
+    .input("A", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
+    .input("B", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
+    .input("C", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
     .output("Y")
     .attr("alpha", 1.0f)
     .attr("beta", 1.0f)
@@ -108,9 +130,9 @@ OPFORGE_OP(Gemm)
 OPFORGE_OP(Gemm)
     .since(7)
     .doc("Y = alpha * op(A) * op(B) + beta * C, C broadcast to (M, N).")
-    .input("A", {opforge::f32, opforge::f64})
-    .input("B", {opforge::f32, opforge::f64})
-    .input("C", {opforge::f32, opforge::f64})
+    .input("A", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
+    .input("B", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
+    .input("C", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
     .output("Y")
     .attr("alpha", 1.0f)
     .attr("beta", 1.0f)
@@ -123,9 +145,9 @@ OPFORGE_OP(Gemm)
 OPFORGE_OP(Gemm)
     .since(11)
     .doc("Y = alpha * op(A) * op(B) + beta * C, C optional and broadcast to (M, N).")
-    .input("A", {opforge::f32, opforge::f64})
-    .input("B", {opforge::f32, opforge::f64})
-    .optional_input("C", {opforge::f32, opforge::f64})
+    .input("A", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
+    .input("B", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
+    .optional_input("C", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
     .output("Y")
     .attr("alpha", 1.0f)
     .attr("beta", 1.0f)

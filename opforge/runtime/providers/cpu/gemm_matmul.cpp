@@ -1,5 +1,6 @@
 // gemm_matmul.cpp: the MatMul kernel (numpy matmul: 1-D promotion, broadcast batch dims) on
-// OpenBLAS for float32/float64 and plain loops for the integer types.
+// OpenBLAS for float32/float64 (and float16/bfloat16, widened to float32) and plain loops for
+// the integer types.
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -128,10 +129,36 @@ void matmul_ints(KernelContext& ctx, const MatMulShape& s, const T* a, const T* 
   });
 }
 
+/// The n elements at p, widened to float.
+template <class H> std::vector<float> widened(const H* p, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[size_t(i)] = opforge::to_float(p[i]);
+  return out;
+}
+
+/// float16/bfloat16: the float32 product of the widened operands (float accumulation, as
+/// onnxruntime's MLAS does), rounded once per element.
+template <class H> void matmul_half(KernelContext& ctx, const MatMulShape& s, const Tensor& a, const Tensor& b,
+                                    const Tensor& y) {
+  H* out = y.data<H>();
+  if (s.k == 0) {
+    std::fill(out, out + y.numel(), opforge::from_float(0.f, H{}));
+    return;
+  }
+  const std::vector<float> fa = widened(a.data<H>(), a.numel()), fb = widened(b.data<H>(), b.numel());
+  std::vector<float> fy(static_cast<size_t>(y.numel()));
+  matmul_blas<float>(ctx, s, fa.data(), fb.data(), fy.data());
+  for (int64_t i = 0; i < y.numel(); ++i) out[i] = opforge::from_float(fy[size_t(i)], H{});
+}
+
 void matmul_compute(KernelContext& ctx) {
   const Tensor a = ctx.input(0), b = ctx.input(1), y = ctx.output(0);
   const MatMulShape s = matmul_shape(a, b);
   if (y.numel() == 0) return;
+  if (opforge::dispatch<opforge::float16_t, opforge::bfloat16_t>(y.dtype(), [&](auto tag) {
+        matmul_half<typename decltype(tag)::type>(ctx, s, a, b, y);
+      }))
+    return;
   const bool ok = opforge::dispatch<float, double, int32_t, int64_t, uint32_t, uint64_t>(y.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* out = y.data<T>();
@@ -151,8 +178,8 @@ void matmul_compute(KernelContext& ctx) {
 OPFORGE_OP(MatMul)
     .since(1)
     .doc("Matrix product with numpy semantics (1-D promotion, broadcast batch dims).")
-    .input("A", {opforge::f32, opforge::f64})
-    .input("B", {opforge::f32, opforge::f64})
+    .input("A", {opforge::f32, opforge::f64, opforge::f16})
+    .input("B", {opforge::f32, opforge::f64, opforge::f16})
     .output("Y")
     .infer(matmul_infer)
     .compute(matmul_compute);
@@ -161,8 +188,10 @@ OPFORGE_OP(MatMul)
 OPFORGE_OP(MatMul)
     .since(9)
     .doc("Matrix product with numpy semantics (1-D promotion, broadcast batch dims).")
-    .input("A", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::u32, opforge::u64})
-    .input("B", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::u32, opforge::u64})
+    .input("A", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::u32, opforge::u64,
+                 opforge::f16, opforge::bf16})
+    .input("B", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::u32, opforge::u64,
+                 opforge::f16, opforge::bf16})
     .output("Y")
     .infer(matmul_infer)
     .compute(matmul_compute);

@@ -1,5 +1,7 @@
 // quant_linear.cpp: QuantizeLinear and DequantizeLinear (per tensor, per axis from opset 13,
-// blocked from opset 21) and DynamicQuantizeLinear, rounding as onnxruntime does.
+// blocked from opset 21; float8, float4, 4- and 2-bit types) and DynamicQuantizeLinear, rounding
+// as onnxruntime does.
+#include "narrow_types.h"
 #include "quant.h"
 
 namespace {
@@ -43,6 +45,56 @@ void quantize_all(const KernelContext& ctx, const ScaleLayout& s, const X* x, Q*
   });
 }
 
+/// Calls f(type_tag<T>) for the narrow type QuantizeLinear writes and DequantizeLinear reads.
+template <class F> bool dispatch_narrow(int32_t dtype, F&& f) {
+  using namespace opforge;
+  return dispatch<float8e4m3fn_t, float8e4m3fnuz_t, float8e5m2_t, float8e5m2fnuz_t, uint4_t, int4_t,
+                  float4e2m1_t, uint2_t, int2_t>(dtype, static_cast<F&&>(f));
+}
+
+/// A narrow element's value as float.
+template <class N> float narrow_value(N v) {
+  if constexpr (opforge_cpu::narrow::is_minifloat_v<N>)
+    return opforge_cpu::narrow::decode(opforge_cpu::narrow::format_of<N>::value, v.bits);
+  else return float(opforge_cpu::narrow::decode_int<N>(v.bits));
+}
+
+/// The zero points as float (zeros when absent): narrow ones read as values.
+template <class N> std::vector<float> narrow_zero_points(const KernelContext& ctx, int i, int64_t count) {
+  std::vector<float> out(size_t(std::max<int64_t>(count, 1)), 0.f);
+  if (!ctx.has_input(i)) return out;
+  const N* p = ctx.input(i).data<N>();
+  for (size_t k = 0; k < out.size(); ++k) out[k] = narrow_value(p[k]);
+  return out;
+}
+
+/// x / scale + zero point as narrow N: integers round half to even and saturate to N's range;
+/// float8 and float4 round to nearest even, saturating when `saturate` (float4 always does).
+template <class N, class X> void quantize_narrow(const KernelContext& ctx, const ScaleLayout& s, const X* x, N* y) {
+  namespace nw = opforge_cpu::narrow;
+  const std::vector<float> sc = scales(ctx.input(1));
+  const std::vector<float> zp = narrow_zero_points<N>(ctx, 2, int64_t(sc.size()));
+  const bool saturate = !ctx.has_attr("saturate") || ctx.attr<int64_t>("saturate") != 0;
+  for_rows(ctx, s, [&](int64_t at, int64_t o, int64_t j) {
+    for (int64_t i = 0; i < s.inner; ++i) {
+      const size_t k = size_t(s.index(o, j, i));
+      const float v = as_float(x[at + i]) / sc[k];
+      if constexpr (nw::is_minifloat_v<N>) {
+        y[at + i] = N{nw::encode(nw::format_of<N>::value, double(v + zp[k]), saturate)};
+      } else {
+        const float lo = float(nw::decode_int<N>(std::is_same_v<N, opforge::int4_t> ? 0x8
+                                                 : std::is_same_v<N, opforge::int2_t> ? 0x2 : 0)) - zp[k];
+        const float hi = float(nw::decode_int<N>(std::is_same_v<N, opforge::int4_t> ? 0x7
+                                                 : std::is_same_v<N, opforge::int2_t> ? 0x1
+                                                 : std::is_same_v<N, opforge::uint4_t> ? 0xF : 0x3)) - zp[k];
+        float q = v > lo ? v : lo;  // a NaN lands on the lowest value, as quantize() does
+        q = q < hi ? q : hi;
+        y[at + i] = N{nw::encode_int<N>(int64_t(std::nearbyint(q)) + int64_t(zp[k]))};
+      }
+    }
+  });
+}
+
 /// The output's dtype: the zero point's, else attribute output_dtype (opset 21), else uint8.
 int32_t quantized_dtype(const InferContext& ctx, bool has_output_dtype) {
   if (ctx.has_input(2)) return ctx.input(2).dtype();
@@ -59,8 +111,9 @@ template <bool kAxis, bool kBlock> void quantize_infer(InferContext& ctx) {
   if (kBlock && ctx.has_input(2) && ctx.attr<int64_t>("output_dtype") != 0)
     OPFORGE_CHECK(ctx.attr<int64_t>("output_dtype") == out, "attribute 'output_dtype' ",
                   ctx.attr<int64_t>("output_dtype"), " differs from y_zero_point's dtype ", opforge::dtype_name(out));
-  OPFORGE_CHECK(dispatch_qint(out, [](auto) {}), "cannot quantize to ", opforge::dtype_name(out),
-                ": supported are uint8, int8, uint16 and int16");
+  OPFORGE_CHECK(dispatch_qint(out, [](auto) {}) || dispatch_narrow(out, [](auto) {}), "cannot quantize to ",
+                opforge::dtype_name(out), ": supported are uint8, int8, uint16, int16, the float8 types, "
+                "float4e2m1 and the 4- and 2-bit integers");
   OPFORGE_CHECK(x.dtype() == OPF_INT32 || scale.dtype() == x.dtype(), "y_scale's dtype ",
                 opforge::dtype_name(scale.dtype()), " differs from x's ", opforge::dtype_name(x.dtype()));
   ctx.set_output(0, out, x.sizes());
@@ -69,12 +122,17 @@ template <bool kAxis, bool kBlock> void quantize_infer(InferContext& ctx) {
 template <bool kAxis, bool kBlock> void quantize_compute(KernelContext& ctx) {
   const ScaleLayout s = layout_of(ctx, kAxis, kBlock);
   const Tensor x = ctx.input(0), y = ctx.output(0);
-  bool ok = dispatch_qint(y.dtype(), [&](auto qt) {
+  const auto for_x = [&](auto&& fn) {
+    return opforge::dispatch<float, opforge::float16_t, opforge::bfloat16_t, int32_t>(x.dtype(), fn);
+  };
+  bool ok = false;  // set by the dispatch on x inside the one on y
+  const bool qint = dispatch_qint(y.dtype(), [&](auto qt) {
     using Q = typename decltype(qt)::type;
-    ok = opforge::dispatch<float, opforge::float16_t, opforge::bfloat16_t, int32_t>(x.dtype(), [&](auto xt) {
-      using X = typename decltype(xt)::type;
-      quantize_all(ctx, s, x.data<X>(), y.data<Q>());
-    });
+    ok = for_x([&](auto xt) { quantize_all(ctx, s, x.data<typename decltype(xt)::type>(), y.data<Q>()); });
+  });
+  if (!qint) dispatch_narrow(y.dtype(), [&](auto qt) {
+    using N = typename decltype(qt)::type;
+    ok = for_x([&](auto xt) { quantize_narrow(ctx, s, x.data<typename decltype(xt)::type>(), y.data<N>()); });
   });
   OPFORGE_CHECK(ok, "unsupported dtypes: x ", opforge::dtype_name(x.dtype()), ", y ", opforge::dtype_name(y.dtype()));
 }
@@ -97,6 +155,22 @@ template <bool kAxis, bool kBlock> void dequantize_compute(KernelContext& ctx) {
   const ScaleLayout s = layout_of(ctx, kAxis, kBlock);
   const Tensor x = ctx.input(0), y = ctx.output(0);
   const std::vector<float> sc = scales(ctx.input(1));
+  if (dispatch_narrow(x.dtype(), [&](auto qt) {
+        using N = typename decltype(qt)::type;
+        const std::vector<float> zp = narrow_zero_points<N>(ctx, 2, int64_t(sc.size()));
+        OPFORGE_CHECK(dispatch_scale(y.dtype(), [&](auto yt) {
+          using Y = typename decltype(yt)::type;
+          const N* xp = x.data<N>();
+          Y* yp = y.data<Y>();
+          for_rows(ctx, s, [&](int64_t at, int64_t o, int64_t j) {
+            for (int64_t i = 0; i < s.inner; ++i) {
+              const size_t k = size_t(s.index(o, j, i));
+              yp[at + i] = from_float<Y>((narrow_value(xp[at + i]) - zp[k]) * sc[k]);
+            }
+          });
+        }), "unsupported output dtype ", opforge::dtype_name(y.dtype()));
+      }))
+    return;
   const std::vector<int32_t> zp = zero_points(ctx, 2, int64_t(sc.size()));
   if (x.dtype() == OPF_INT32)
     for (int32_t z : zp) OPFORGE_CHECK(z == 0, "an int32 input takes no zero point but 0, got ", z);
@@ -142,6 +216,17 @@ void dynamic_quantize_compute(KernelContext& ctx) {
 
 #define Q_X_DTYPES {opforge::f32, opforge::f16, opforge::bf16, opforge::i32}
 #define DQ_X_DTYPES {opforge::u8, opforge::i8, opforge::u16, opforge::i16, opforge::i32}
+/// Opset 19 adds the float8 types; 21 the 4-bit integers, 23 float4e2m1, 25 the 2-bit ones.
+#define Q_F8_DTYPES {opforge::u8, opforge::i8, opforge::f8e4m3fn, opforge::f8e4m3fnuz, opforge::f8e5m2, \
+                     opforge::f8e5m2fnuz}
+#define Q_NARROW_DTYPES                                                                            \
+  {opforge::u8, opforge::i8, opforge::u16, opforge::i16, opforge::f8e4m3fn, opforge::f8e4m3fnuz,  \
+   opforge::f8e5m2, opforge::f8e5m2fnuz, opforge::u4, opforge::i4, opforge::f4e2m1, opforge::u2,  \
+   opforge::i2}
+#define DQ_NARROW_DTYPES                                                                           \
+  {opforge::u8, opforge::i8, opforge::u16, opforge::i16, opforge::i32, opforge::f8e4m3fn,         \
+   opforge::f8e4m3fnuz, opforge::f8e5m2, opforge::f8e5m2fnuz, opforge::u4, opforge::i4,           \
+   opforge::f4e2m1, opforge::u2, opforge::i2}
 
 OPFORGE_OP(QuantizeLinear)
     .since(10)
@@ -166,7 +251,7 @@ OPFORGE_OP(QuantizeLinear)
     .since(19)
     .input("x", Q_X_DTYPES)
     .input("y_scale", Q_X_DTYPES)
-    .optional_input("y_zero_point", {opforge::u8, opforge::i8})
+    .optional_input("y_zero_point", Q_F8_DTYPES)
     .output("y")
     .attr("axis", int64_t(1))
     .attr("saturate", int64_t(1), "float8 outputs only")
@@ -177,7 +262,7 @@ OPFORGE_OP(QuantizeLinear)
     .since(21)
     .input("x", Q_X_DTYPES)
     .input("y_scale", Q_X_DTYPES)
-    .optional_input("y_zero_point", OPFORGE_QINT_DTYPES)
+    .optional_input("y_zero_point", Q_NARROW_DTYPES)
     .output("y")
     .attr("axis", int64_t(1))
     .attr("block_size", int64_t(0))
@@ -207,9 +292,11 @@ OPFORGE_OP(DequantizeLinear)
 
 OPFORGE_OP(DequantizeLinear)
     .since(19)
-    .input("x", {opforge::u8, opforge::i8, opforge::i32})
+    .input("x", {opforge::u8, opforge::i8, opforge::i32, opforge::f8e4m3fn, opforge::f8e4m3fnuz,
+                 opforge::f8e5m2, opforge::f8e5m2fnuz})
     .input("x_scale", OPFORGE_QSCALE_DTYPES)
-    .optional_input("x_zero_point", {opforge::u8, opforge::i8, opforge::i32})
+    .optional_input("x_zero_point", {opforge::u8, opforge::i8, opforge::i32, opforge::f8e4m3fn,
+                                     opforge::f8e4m3fnuz, opforge::f8e5m2, opforge::f8e5m2fnuz})
     .output("y")
     .attr("axis", int64_t(1))
     .infer(dequantize_infer<true, false>)
@@ -217,9 +304,9 @@ OPFORGE_OP(DequantizeLinear)
 
 OPFORGE_OP(DequantizeLinear)
     .since(21)
-    .input("x", DQ_X_DTYPES)
+    .input("x", DQ_NARROW_DTYPES)
     .input("x_scale", OPFORGE_QSCALE_DTYPES)
-    .optional_input("x_zero_point", DQ_X_DTYPES)
+    .optional_input("x_zero_point", DQ_NARROW_DTYPES)
     .output("y")
     .attr("axis", int64_t(1))
     .attr("block_size", int64_t(0))

@@ -93,10 +93,25 @@ void infer_reduce(InferContext& ctx) {
   ctx.set_output(0, x.dtype(), out);
 }
 
+/// float16/bfloat16: reduced in float32 (as numpy sums halves), rounded once per output.
+template <template <class> class Policy, class H>
+void reduce_half(KernelContext& ctx, const ReducePlan& plan, const Tensor& x, const Tensor& y) {
+  const H* in = x.data<H>();
+  H* out = y.data<H>();
+  std::vector<float> wide(static_cast<size_t>(x.numel())), reduced(static_cast<size_t>(y.numel()));
+  for (int64_t i = 0; i < x.numel(); ++i) wide[size_t(i)] = opforge::to_float(in[i]);
+  apply<Policy, float>(ctx, plan, wide.data(), reduced.data());
+  for (int64_t i = 0; i < y.numel(); ++i) out[i] = opforge::from_float(reduced[size_t(i)], H{});
+}
+
 template <template <class> class Policy, bool kAxesInput, class... Ts>
 void compute_reduce(KernelContext& ctx) {
   Tensor x = ctx.input(0), y = ctx.output(0);
   const ReducePlan plan = plan_reduce(x.sizes(), reduce_mask<kAxesInput>(ctx, x.ndim()));
+  if (opforge::dispatch<opforge::float16_t, opforge::bfloat16_t>(x.dtype(), [&](auto tag) {
+        reduce_half<Policy, typename decltype(tag)::type>(ctx, plan, x, y);
+      }))
+    return;
   const bool ok = opforge::dispatch<Ts...>(x.dtype(), [&](auto tag) {
     // bool reduces as bytes of 0 and 1: max is any, min is all
     using T = std::conditional_t<std::is_same_v<typename decltype(tag)::type, bool>, uint8_t,
@@ -111,12 +126,14 @@ void compute_reduce(KernelContext& ctx) {
 using opforge::AttrType;
 
 // The dtypes each version accepts, as lists so that macro arguments carry no commas.
+// float16 and bfloat16 are reduced in float32.
 static const std::initializer_list<opforge::DType> kReduceDtypes = {opforge::f32, opforge::f64, opforge::i32,
-                                                                    opforge::i64};
-static const std::initializer_list<opforge::DType> kMinMaxDtypes = {opforge::f32, opforge::f64, opforge::i32,
-                                                                    opforge::i64, opforge::i8, opforge::u8};
+                                                                    opforge::i64, opforge::f16, opforge::bf16};
+static const std::initializer_list<opforge::DType> kMinMaxDtypes = {
+    opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::i8, opforge::u8, opforge::f16, opforge::bf16};
 static const std::initializer_list<opforge::DType> kMinMax20Dtypes = {
-    opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::i8, opforge::u8, opforge::boolean};
+    opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::i8, opforge::u8, opforge::boolean,
+    opforge::f16, opforge::bf16};
 #define REDUCE_TYPES float, double, int32_t, int64_t
 #define MINMAX_TYPES float, double, int32_t, int64_t, int8_t, uint8_t
 

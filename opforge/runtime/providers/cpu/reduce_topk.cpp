@@ -114,7 +114,8 @@ void compute_topk(KernelContext& ctx) {
   const AxisSplit s = split_at(x.sizes(), axis);
   const bool largest = !ctx.has_attr("largest") || ctx.attr<int64_t>("largest") != 0;
   if (k == 0 || s.outer * s.inner == 0) return;
-  const bool ok = opforge::dispatch<float, double, int32_t, int64_t>(x.dtype(), [&](auto tag) {
+  const bool ok = opforge::dispatch<float, double, int32_t, int64_t, int8_t, int16_t, uint8_t,
+                                    uint16_t, uint32_t, uint64_t>(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     topk(ctx, x.data<T>(), ctx.output(0).data<T>(), ctx.output(1).data<int64_t>(), s, k, largest);
   });
@@ -147,7 +148,8 @@ OPFORGE_OP(TopK)
 
 OPFORGE_OP(TopK)
     .since(11)
-    .input("X", {opforge::f32, opforge::f64, opforge::i32, opforge::i64})
+    .input("X", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::i8, opforge::i16,
+                 opforge::u8, opforge::u16, opforge::u32, opforge::u64})
     .input("K", {opforge::i64})
     .output("Values")
     .output("Indices", {opforge::i64})

@@ -142,6 +142,36 @@ template <Kind K, class T> void softmax(const KernelContext& ctx, const T* x, T*
   });
 }
 
+/// float16/bfloat16 as onnx's reference computes them (and its test data hold): each step
+/// rounded to the half type, x - max, exp, the sum (added in float), the quotient (and the log).
+/// Hardmax marks the first largest element, a NaN row its first element.
+template <Kind K, class H> void softmax_half(const KernelContext& ctx, const H* x, H* y, AxisSplit s) {
+  const auto round = [](float v) { return opforge::to_float(opforge::from_float(v, H{})); };
+  ctx.parallel_for(s.outer * s.inner, grain_for(4 * s.n), [&](int64_t b, int64_t e) {
+    std::vector<float> t(static_cast<size_t>(s.n));
+    for (int64_t u = b; u < e; ++u) {
+      const int64_t base = (u / s.inner) * s.n * s.inner + u % s.inner;
+      float m = -INFINITY;
+      int64_t at = -1;
+      for (int64_t j = 0; j < s.n; ++j) {
+        t[size_t(j)] = opforge::to_float(x[base + j * s.inner]);
+        if (at < 0 || t[size_t(j)] > m || (t[size_t(j)] != t[size_t(j)] && m == m)) m = t[size_t(j)], at = j;
+      }
+      if constexpr (K == Kind::Hardmax) {
+        for (int64_t j = 0; j < s.n; ++j) y[base + j * s.inner] = opforge::from_float(j == at ? 1.f : 0.f, H{});
+        continue;
+      }
+      float sum = 0.f;
+      for (float& v : t) sum += v = round(std::exp(round(v - m)));
+      sum = round(sum);
+      for (int64_t j = 0; j < s.n; ++j) {
+        const float q = round(t[size_t(j)] / sum);
+        y[base + j * s.inner] = opforge::from_float(K == Kind::LogSoftmax ? std::log(q) : q, H{});
+      }
+    }
+  });
+}
+
 /// Opsets 1 and 11 treat the input as 2-D (prod(shape[:axis]), prod(shape[axis:])).
 template <Kind K, bool kFlatten> void compute(KernelContext& ctx) {
   Tensor x = ctx.input(0), y = ctx.output(0);
@@ -153,6 +183,9 @@ template <Kind K, bool kFlatten> void compute(KernelContext& ctx) {
   const bool ok = opforge::dispatch<float, double>(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     softmax<K>(ctx, x.data<T>(), y.data<T>(), s);
+  }) || opforge::dispatch<opforge::float16_t, opforge::bfloat16_t>(x.dtype(), [&](auto tag) {
+    using H = typename decltype(tag)::type;
+    if (x.numel() > 0) softmax_half<K>(ctx, x.data<H>(), y.data<H>(), s);
   });
   OPFORGE_CHECK(ok, "unsupported dtype ", opforge::dtype_name(x.dtype()));
 }
@@ -170,7 +203,7 @@ void infer(InferContext& ctx) {
 #define SOFTMAX_OP(NAME, KIND)                                                      \
   OPFORGE_OP(NAME)                                                                  \
       .since(1)                                                                     \
-      .input("input", {opforge::f32, opforge::f64})                                 \
+      .input("input", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})    \
       .output("output")                                                             \
       .attr("axis", int64_t(1))                                                     \
       .inplace(0, 0)                                                                \
@@ -178,7 +211,7 @@ void infer(InferContext& ctx) {
       .compute(compute<KIND, true>);                                                \
   OPFORGE_OP(NAME)                                                                  \
       .since(13)                                                                    \
-      .input("input", {opforge::f32, opforge::f64})                                 \
+      .input("input", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})    \
       .output("output")                                                             \
       .attr("axis", int64_t(-1))                                                    \
       .inplace(0, 0)                                                                \
