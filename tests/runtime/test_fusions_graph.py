@@ -180,3 +180,20 @@ def test_reshape_to_its_own_shape_goes(tmp_path):
     nodes = [helper.make_node("Reshape", ["x", "s"], ["r"]), helper.make_node("Relu", ["r"], ["y"])]
     check_fusion(build(nodes, [tensor("x", [2, 6])], [tensor("y", None)], [("s", np.array([2, -1], np.int64))]),
                  tmp_path, ["Relu"], "merge_reshapes", level=LEVEL.ORT_ENABLE_BASIC)
+
+
+def test_identity_and_inference_dropout_go(tmp_path):
+    nodes = [helper.make_node("Identity", ["x"], ["a"]), helper.make_node("Relu", ["a"], ["b"]),
+             helper.make_node("Dropout", ["b", "r"], ["c"], seed=3), helper.make_node("Neg", ["c"], ["y"])]
+    check_fusion(build(nodes, [tensor("x", [3, 4])], [tensor("y", None)], [("r", const(0.3))]), tmp_path,
+                 ["Relu", "Neg"], "eliminate_identities", count=2, level=LEVEL.ORT_ENABLE_BASIC)
+
+
+def test_dropout_in_training_with_a_read_mask_or_as_a_graph_output_stays():
+    nodes = [helper.make_node("Dropout", ["x", "r", "t"], ["a"], seed=1), helper.make_node("Relu", ["a"], ["y1"]),
+             helper.make_node("Dropout", ["x"], ["b", "mask"]), helper.make_node("Relu", ["b"], ["y2"]),
+             helper.make_node("Identity", ["x"], ["y"])]
+    outputs = [tensor("y1", None), tensor("y2", None), tensor("mask", None, TensorProto.BOOL), tensor("y", None)]
+    sess = session(build(nodes, [tensor("x", [3, 4])], outputs, [("r", const(0.5)), ("t", np.array(True))]))
+    assert sorted(ops(sess)) == ["Dropout", "Dropout", "Identity", "Relu", "Relu"]
+    assert sess.pass_stats["eliminate_identities"] == 0
