@@ -7,9 +7,8 @@ Runs the light_* model-zoo graphs shipped in the onnx wheel, with seeded random 
 of their constant ones (tests/zoo.py), and a 1000-node Add chain, each on one random input, and
 prints the load average, session creation time, median latency of each runtime, the
 opforge/onnxruntime latency ratio and per-node dispatch time for the Add chain. The runtimes take
-turns in blocks of --block runs, so one runtime's spinning worker threads do not slow the other's
-runs. Outputs of the
-compiled plan are checked against onnxruntime before timing (relative 1e-4, absolute 1e-5 of the
+turns in blocks of at least --block runs and 0.15 s, so that one runtime's spinning worker threads
+(onnxruntime's spin 30-40 ms after a run) cannot move the other's median. Outputs of the compiled plan are checked against onnxruntime before timing (relative 1e-4, absolute 1e-5 of the
 output's largest magnitude); a model that does not match is left out of the geo-mean.
 Targets (DESIGN.md): geo-mean latency ratio <= 1.0, Add chain <= 0.2 us/node.
 
@@ -58,22 +57,29 @@ def add_chain(n: int = 1000) -> onnx.ModelProto:
     return model
 
 
+BLOCK_SECONDS = 0.15   # a block lasts at least this long: see median_times
+
+
 def median_times(fns, repeat: int, block: int = 5, clock=time.perf_counter) -> list:
-    """The median time of each function over ``repeat`` runs after one warm-up each, timed in
-    blocks: ``block`` runs of one function, then ``block`` of the next, round after round. Blocks
-    (not one run of each in turn) keep a runtime's spinning worker threads from stealing the cores
-    of the other runtime's run; rounds still spread a change of machine load over every runtime.
-    ``clock`` is wall time, or time.process_time for CPU time (see --cpu-time)."""
+    """The median time of each function over at least ``repeat`` runs after one warm-up each,
+    timed in blocks: runs of one function for at least ``block`` runs and BLOCK_SECONDS, then the
+    next function's, round after round. onnxruntime's worker threads spin for 30-40 ms after its
+    last run (its default), taking a core from whatever runs next: a block of 5 runs of a 2.6 ms
+    model ran entirely inside that window and measured 5 ms. Blocks of BLOCK_SECONDS keep the
+    window to a minority of each block's runs, so it cannot move the median; rounds still spread a
+    change of machine load over every runtime. ``clock`` is wall time, or time.process_time for
+    CPU time (see --cpu-time)."""
     times = [[] for _ in fns]
     for fn in fns:
         fn()
-    while len(times[0]) < repeat:
-        runs = min(block, repeat - len(times[0]))
+    while min(len(t) for t in times) < repeat:
         for fn, taken in zip(fns, times):
-            for _ in range(runs):
+            started, runs = time.perf_counter(), 0
+            while runs < block or time.perf_counter() - started < BLOCK_SECONDS:
                 start = clock()
                 fn()
                 taken.append(clock() - start)
+                runs += 1
     return [statistics.median(t) for t in times]
 
 
@@ -170,7 +176,7 @@ def main() -> None:
         family_rows.append(measure(n, model, args.threads, args.repeat, args.block, feed, clock))
     chain = measure("add_chain_1000", add_chain(), args.threads, max(args.repeat, 50), args.block, clock=clock)
     what = "CPU time per run" if args.cpu_time else "model latency"
-    print(f"\n{what}, {args.threads} thread(s), median of {args.repeat} runs in blocks of {args.block}")
+    print(f"\n{what}, {args.threads} thread(s), median of at least {args.repeat} runs in blocks of at least {args.block} runs and {BLOCK_SECONDS} s")
     print_load("at end")
     print()
     print(f"{'model':<26}{'nodes':>6}{'ref':>5}{'create ort':>12}{'opforge':>9}"

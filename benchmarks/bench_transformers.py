@@ -12,7 +12,8 @@ ReduceMean/Sub/Pow/Sqrt/Div decomposition (hidden 256), with seeded random weigh
 and 768 (heads of 64, FFN 4x), sequence 128, batch 1 and 4.
 
 Timing alternates blocks of ``--runs`` runs of each runtime, ``--blocks`` times, and reports the
-median block of each, so a change of machine load touches both alike. Outputs are checked
+median block of each, so a change of machine load touches both alike; each block starts after
+0.05 s of untimed runs, past the 30-40 ms that onnxruntime's threads spin after its block. Outputs are checked
 against onnxruntime first. The load average is printed at the start and at the end. With
 --profile, each encoder instead gets its time per op type in both runtimes side by side
 (benchmarks/op_profile.py). With --versus-blas, opforge's packed MatMul/Gemm path is timed
@@ -124,14 +125,22 @@ def feed_for(hidden: int, batch: int, seq: int = 128) -> dict:
     return {"x": rng.standard_normal((batch, seq, hidden)).astype(np.float32), "mask": mask}
 
 
+SETTLE_SECONDS = 0.05
+
+
 def interleaved(fns, blocks: int, runs: int, clock=time.perf_counter) -> list:
     """Each function's median time per run over ``blocks`` blocks of ``runs`` runs, the blocks of
-    the functions alternating."""
+    the functions alternating. Each block is timed after SETTLE_SECONDS of untimed runs of its
+    function: onnxruntime's worker threads spin for 30-40 ms after its last run (its default),
+    taking a core from whatever runs next, and that window must not fall in the other's block."""
     times = [[] for _ in fns]
     for fn in fns:
         fn()
     for _ in range(blocks):
         for fn, taken in zip(fns, times):
+            settle = time.perf_counter()
+            while time.perf_counter() - settle < SETTLE_SECONDS:
+                fn()
             start = clock()
             for _ in range(runs):
                 fn()
