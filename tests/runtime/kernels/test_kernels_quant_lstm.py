@@ -58,7 +58,8 @@ def lstm_inputs(dirs, dtype, per_channel, seq=6, batch=3, inp=20, hidden=16, len
 
 
 def check(inputs, attrs, outputs=("Y", "Y_h", "Y_c")):
-    """The node's outputs from opforge's session (on its CPU provider) and onnxruntime's."""
+    """Asserts that opforge's session runs the node on its CPU provider and that the outputs named
+    in `outputs` ('' for one left out) equal onnxruntime's."""
     model, feeds = one_node_model(inputs, attrs, outputs)
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
@@ -73,26 +74,26 @@ def check(inputs, attrs, outputs=("Y", "Y_h", "Y_c")):
 @pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])
 @pytest.mark.parametrize("per_channel", [False, True])
-def test_directions_dtypes_and_scales(kernels, direction, dtype, per_channel):
+def test_directions_dtypes_and_scales(direction, dtype, per_channel):
     dirs = 2 if direction == "bidirectional" else 1
     inputs = lstm_inputs(dirs, dtype, per_channel, lens=[6, 3, 5])
     check(inputs, {"hidden_size": 16, "direction": direction})
 
 
 @pytest.mark.parametrize("outputs", [("Y", "Y_h", "Y_c"), ("", "Y_h", "Y_c")])
-def test_peepholes_and_finished_sequences(kernels, outputs):
+def test_peepholes_and_finished_sequences(outputs):
     """Without Y, onnxruntime's recurrent GEMM sees a finished sequence's last state, not zeros:
     a different scale for the rows still running."""
     inputs = lstm_inputs(2, np.int8, True, seq=8, batch=4, lens=[8, 2, 5, 7], peep=True)
     check(inputs, {"hidden_size": 16, "direction": "bidirectional"}, outputs)
 
 
-def test_long_sequence_without_states(kernels):
+def test_long_sequence_without_states():
     inputs = lstm_inputs(1, np.uint8, False, seq=40, batch=2, inp=32, hidden=48, states=False)
     check(inputs, {"hidden_size": 48})
 
 
-def test_activations_clip_and_coupled_gates(kernels):
+def test_activations_clip_and_coupled_gates():
     inputs = lstm_inputs(1, np.int8, True, peep=True)
     check(inputs, {"hidden_size": 16, "clip": 2.5, "input_forget": 1,
                             "activations": ["HardSigmoid", "Tanh", "Softsign"], "activation_alpha": [0.3],
