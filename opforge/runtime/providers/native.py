@@ -190,7 +190,23 @@ def python_kernel(node, opset: int, provider: str):
     """The built-in Python kernel (``providers/cpu``: sequence, strings...) of the node's op on ``provider``,
     bound to the node, for values a C kernel cannot take; None when there is none."""
     factory = default_registry.resolve(node.domain, node.op_type, opset, [provider])
-    return factory(node, opset) if factory is not None else None
+    if factory is None or getattr(factory, "wraps_native", False):
+        return None
+    return factory(node, opset)
+
+
+def wrapping_kernel(node, opset: int, native: "NativeFactory"):
+    """The built-in Python kernel that wraps the native one for this node (its factory is marked
+    ``wraps_native`` and takes ``native``, which binds a node, e.g. a rewritten copy, to the
+    native op: string class labels mapped around numeric scoring); None when there is none or
+    it declines the node."""
+    factory = default_registry.resolve(node.domain, node.op_type, opset, [native.provider])
+    if not getattr(factory, "wraps_native", False):
+        return None
+    try:
+        return factory(node, opset, native)
+    except KernelNotFoundError:
+        return None
 
 
 def _metas(inputs: list) -> list:
@@ -217,6 +233,9 @@ class NativeFactory:
         why = call_problem(self.schema, node.inputs, len(node.outputs))
         if why:
             raise KernelNotFoundError(why)
+        wrapped = wrapping_kernel(node, opset, self)
+        if wrapped is not None:
+            return wrapped
         kernel = NativeKernel(self.handle, node, opset, self.provider, self.pool, self.allow_fallback)
         why = kernel.unsupported([None if t is None else t.dtype for t in node.input_types])
         if why and (python := python_kernel(node, opset, self.provider)) is not None:

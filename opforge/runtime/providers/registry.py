@@ -18,6 +18,12 @@ node's domain; it reads the node's attributes then, and may raise KernelNotFound
 Providers, in their default priority: CUDAExecutionProvider, CPUExecutionProvider,
 ReferenceExecutionProvider. A factory registered for op type ``"*"`` serves every op of its
 domain that has no more specific factory for that provider.
+
+A built-in Python kernel registered here for an op that also has a native kernel serves the
+calls the native one cannot take (strings, sequences). One whose factory is marked
+``wraps_native`` is offered each node first, with a third argument that binds a node (a
+rewritten copy) to the native kernel, and declines the nodes it does not need to wrap
+(``providers/cpu/ml_labels.py``: classifiers with string class labels).
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 // ml_tree_ensemble.cpp: ai.onnx.ml's TreeEnsembleRegressor and TreeEnsembleClassifier (opsets 1
 // and 3): their attributes read into a Model once per node, scored by ml_tree_score.h, so one
 // thread gives onnxruntime's results bit for bit. String class labels are not offered (a string
-// tensor cannot cross the op ABI): a node with classlabels_strings is refused when bound and runs
-// on the reference provider.
+// tensor cannot cross the op ABI): a node with classlabels_strings runs here with labels 0..n-1,
+// mapped to its strings by the CPU provider's Python wrapper (providers/cpu/ml_labels.py).
 #include <algorithm>
 #include <vector>
 

@@ -1,4 +1,5 @@
-"""String ops: StringConcat, StringSplit, StringNormalizer, RegexFullMatch.
+"""String ops: StringConcat, StringSplit, StringNormalizer, RegexFullMatch; Equal and
+ArrayFeatureExtractor of strings.
 
 Strings cannot cross the C ABI (its tensors hold fixed-size elements), so these run here, as
 sequences do, on numpy arrays of Python str objects (dtype object, as onnxruntime returns them).
@@ -116,3 +117,18 @@ class Equal(_StringKernel):
             return [np.asarray(np.equal(a, b), dtype=bool)]
         except (ValueError, TypeError) as exc:
             raise KernelError(f"{self.node.label}: {exc}") from None
+
+
+@kernel("ArrayFeatureExtractor", since=1, domain="ai.onnx.ml")
+class ArrayFeatureExtractor(_StringKernel):
+    """X's last axis gathered at the indices Y (a 0- or 1-D X gives [1, len(Y)]), for the strings
+    the C kernel cannot take (skl2onnx picks string columns so)."""
+
+    def run(self, inputs: list) -> list:
+        x, at = self.strings(inputs[0], "X"), np.asarray(inputs[1]).ravel()
+        width = x.shape[-1] if x.ndim else 1
+        if at.dtype != np.int64 or ((at < 0) | (at >= width)).any():
+            raise KernelError(f"{self.node.label}: Y must hold int64 indices into X's last axis of {width}, "
+                              f"got {at.tolist()}")
+        x = x.reshape(1, width) if x.ndim <= 1 else x
+        return [np.take(x, at, axis=-1)]
