@@ -100,3 +100,18 @@ def test_a_tree_that_leads_back_to_itself_is_refused_not_walked_forever(op):
         InferenceSession(proto, providers=[REFERENCE]).run(None, x)
     with pytest.raises(KernelError, match=f"'forest'|\\({op}"):   # the native kernel's refusal stands
         InferenceSession(proto).run(None, x)
+
+
+def test_roi_align_with_a_huge_sampling_ratio_is_refused_not_sampled_for_hours():
+    from opforge.runtime import KernelError
+
+    node = helper.make_node("RoiAlign", ["x", "rois", "batch"], ["y"], name="align", sampling_ratio=2**40,
+                            output_height=2, output_width=2)
+    proto = model([node], [tensor("x", [1, 1, 6, 6]), tensor("rois", [1, 4]), tensor("batch", [1], TensorProto.INT64)],
+                  [tensor("y", None)])
+    feed = {"x": np.ones((1, 1, 6, 6), np.float32), "rois": np.array([[0, 0, 5, 5]], np.float32),
+            "batch": np.zeros(1, np.int64)}
+    with pytest.raises(KernelError, match="node 'align' \\(RoiAlign.*sampling_ratio = 1099511627776"):
+        InferenceSession(proto, providers=[REFERENCE]).run(None, feed)
+    with pytest.raises(KernelError, match="node 'align' \\(RoiAlign.*samples"):   # the native refusal stands
+        InferenceSession(proto).run(None, feed)

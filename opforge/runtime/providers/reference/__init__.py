@@ -84,9 +84,20 @@ def _first_cycle(edges: dict):
     return None
 
 
+def _roi_align_samples(node: Node, inputs: list) -> str | None:
+    """More samples per roi than the native kernel takes (2^24): onnx.reference's Python loops
+    would run for hours (sampling_ratio = 2^40 never ends)."""
+    ratio = int(node.attrs.get("sampling_ratio", 0))
+    bins = int(node.attrs.get("output_height", 1)) * int(node.attrs.get("output_width", 1))
+    if ratio > 0 and ratio * ratio * max(bins, 1) > 1 << 24:
+        return f"sampling_ratio = {ratio} asks for {ratio}x{ratio} samples in each of {bins} bins, more than 2^24 per roi"
+    return None
+
+
 # Input values or attributes onnx.reference accepts, or takes unbounded time on, that the spec
 # (and onnxruntime) refuse: (domain, op type) -> check giving the problem, or None.
 _VALUE_CHECKS = {("", "TopK"): _topk_k, ("", "GatherElements"): _gather_elements_indices,
+                 ("", "RoiAlign"): _roi_align_samples,
                  **{("ai.onnx.ml", op): _tree_cycle
                     for op in ("TreeEnsemble", "TreeEnsembleClassifier", "TreeEnsembleRegressor")}}
 
