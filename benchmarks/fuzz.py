@@ -1,4 +1,4 @@
-"""Structural fuzzing at scale: mutated node tests and zoo models through opforge, in workers.
+"""Structural fuzzing at scale: mutated node tests and models through opforge, in workers.
 
     python benchmarks/fuzz.py --cases 20000 --seed 1 [--workers 2] [--timeout 30] [--ort]
                               [--save FOLDER] [--replay FOLDER/CASE]
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from fuzzing import make_case, node_seeds, run_cases, zoo_seeds  # noqa: E402
+from fuzzing import make_case, model_seeds, node_seeds, run_cases  # noqa: E402
 
 FINDINGS = ("crash", "hang", "bare")
 
@@ -36,14 +36,15 @@ def main() -> None:
     parser.add_argument("--ort", action="store_true", help="compare refusals with onnxruntime")
     parser.add_argument("--save", type=Path, help="folder for reproducers of crashes, hangs, bare exceptions")
     parser.add_argument("--replay", type=Path, help="run one saved reproducer in this process")
-    parser.add_argument("--no-zoo", action="store_true", help="node test cases only")
+    parser.add_argument("--node-tests-only", action="store_true",
+                        help="mutate ONNX node tests only (no zoo or hand-built models)")
     args = parser.parse_args()
     if args.replay:
         replay(args.replay)
         return
     start = time.perf_counter()
-    seeds, zoo = node_seeds(), [] if args.no_zoo else zoo_seeds()
-    cases = (make_case(seeds, zoo, args.seed, i) for i in range(args.cases))
+    seeds, models = node_seeds(), [] if args.node_tests_only else model_seeds()
+    cases = (make_case(seeds, models, args.seed, i) for i in range(args.cases))
     log = subprocess.DEVNULL
     if args.save:
         args.save.mkdir(parents=True, exist_ok=True)

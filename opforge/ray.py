@@ -112,7 +112,7 @@ def _rebuild(shipped: ShippedLibrary, why: str):
 
 def _prepare_ops(custom_ops: Sequence[Any]) -> list:
     """Libraries and paths become ShippedLibrary; Python ops and mappings travel as they are."""
-    from opforge.runtime.providers.custom import collect
+    from opforge.runtime.custom_ops import collect
 
     found = collect(custom_ops)
     return [ship(lib) for lib in found.libraries] + list(found.python_ops) + list(found.mappings)

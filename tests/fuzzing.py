@@ -1,8 +1,9 @@
 """Seeded structural fuzzing of whole models: cases made from ONNX node tests and light zoo graphs,
 run by worker processes so that a crash or a hang is a verdict, not the end of the run.
 
-A case is a seed model (an ONNX node test case, or a light model-zoo graph with seeded random
-weights) with one mutation of tests/fuzz_mutations.py applied, and the feeds of each run (the
+A case is a seed model (an ONNX node test case, or a model: a light model-zoo graph with seeded
+random weights, or one of tests/fuzz_seeds.py's hand-built models of ops no node test covers) with
+one mutation of tests/fuzz_mutations.py applied, and the feeds of each run (the
 same signature each time: the second run and later ones go through the compiled plan). Case
 ``i`` of seed ``s`` depends only on (s, i), so any case can be made again. Used by the fuzz test
 and benchmarks/fuzz.py; only the workers (tests/fuzz_worker.py) import opforge.
@@ -34,7 +35,7 @@ MUTATIONS = {**STRUCTURE, **VALUES}
 """Every mutation, by name: function(mutant) -> description, or None when it cannot apply."""
 
 WORKER = Path(__file__).resolve().parent / "fuzz_worker.py"
-ZOO_SHARE = 0.03   # of cases mutate a zoo model (slower to run than a node test)
+MODEL_SHARE = 0.1   # of cases mutate a zoo or hand-built model (a zoo model is slower to run)
 
 
 @dataclass
@@ -98,6 +99,13 @@ def zoo_seeds(names=("light_squeezenet", "light_shufflenet", "light_inception_v1
     return seeds
 
 
+def model_seeds() -> list[Seed]:
+    """The light zoo's graphs and tests/fuzz_seeds.py's hand-built models."""
+    from fuzz_seeds import op_models
+
+    return zoo_seeds() + [Seed(name, model, feeds) for name, (model, feeds) in op_models().items()]
+
+
 def _as_value(value):
     if isinstance(value, TensorProto):
         return numpy_helper.to_array(value)
@@ -106,10 +114,11 @@ def _as_value(value):
     return value
 
 
-def make_case(seeds: list[Seed], zoo: list[Seed], seed: int, index: int) -> Case:
-    """Case ``index`` of ``seed``: a seed model picked at random with one mutation applied."""
+def make_case(seeds: list[Seed], models: list[Seed], seed: int, index: int) -> Case:
+    """Case ``index`` of ``seed``: a seed model picked at random (from ``models`` for a share
+    MODEL_SHARE of cases, else from ``seeds``) with one mutation applied."""
     rng = np.random.default_rng([seed, index])
-    pool = zoo if zoo and rng.random() < ZOO_SHARE else seeds
+    pool = models if models and rng.random() < MODEL_SHARE else seeds
     base = pool[int(rng.integers(len(pool)))]
     kinds = sorted(MUTATIONS)
     kind, detail = "none", "no mutation applies"

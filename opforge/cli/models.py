@@ -185,7 +185,7 @@ def _describe_unresolved(model, ops) -> str:
     """What `info` says of a model some of whose ops have no kernel: the model, and those ops."""
     from collections import Counter
 
-    from opforge.runtime.load.model import is_standard_domain
+    from opforge.runtime.graph.domains import is_standard_domain
 
     graph = model.graph
     lines = [f"model: {graph.name or '(unnamed)'}, IR version {model.ir_version}, "

@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 import onnx
 
 from opforge import _core
+from opforge.runtime.custom_ops import collect as custom_ops_of
 from opforge.runtime import providers as _providers  # noqa: F401  (registers the reference kernels)
 from opforge.runtime.errors import FeedError
 from opforge.runtime.execute.control_flow import RUN_OPTIONS, hoist_outer_constants
@@ -81,7 +82,7 @@ class InferenceSession(SessionExtras):
         self._sess_options = sess_options or SessionOptions()
         self._providers, self._provider_options = _provider_list(
             providers, provider_options, self._sess_options.disable_reference_fallback)
-        self._custom = custom.collect(custom_ops)
+        self._custom = custom_ops_of(custom_ops)
         self._pool = _core.ThreadPool(self._sess_options.intra_op_num_threads or os.cpu_count() or 1)
         self.device = _cuda_device(self._providers, self._provider_options)
         self.registry = self._kernel_registry()

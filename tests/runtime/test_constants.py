@@ -85,6 +85,16 @@ def test_constant_without_value_names_the_node():
         constants_to_initializers(graph)
 
 
+@pytest.mark.parametrize("attr, value", [("value_int", [1, 2]), ("value_float", [0.5]),
+                                         ("value_floats", 1.5), ("value", 3)])
+def test_constant_value_of_another_kind_names_the_attribute(attr, value):
+    node = helper.make_node("Constant", [], ["c"], name="odd")
+    node.attribute.append(helper.make_attribute(attr, value))
+    graph = helper.make_graph([node], "g", [], [tensor("c", None)])
+    with pytest.raises(GraphError, match=f"'odd'.*{attr}.*must be of kind"):
+        constants_to_initializers(graph)
+
+
 def test_constant_count_and_order_kept():
     graph = helper.make_graph(
         [helper.make_node("Constant", [], ["a"], value_int=1),

@@ -214,3 +214,11 @@ def test_a_python_op_infer_that_returns_no_types_is_refused_naming_the_node():
     op = opforge.custom_op("Twice", domain="com.py", infer=lambda x: [("no such dtype", [2])])(lambda x: 2 * x)
     with pytest.raises(opforge.runtime.GraphError, match="node 't' \\(Twice.*infer of Python op Twice returned"):
         opforge.InferenceSession(python_op_model(), custom_ops=[op])
+
+
+def test_a_python_op_string_attribute_that_is_not_utf8_is_refused_naming_the_node():
+    op = opforge.custom_op("Twice", domain="com.py", attrs={"mode": "a"})(lambda x, mode: 2 * x)
+    proto = python_op_model()
+    proto.graph.node[0].attribute.append(helper.make_attribute("mode", b"\xff"))
+    with pytest.raises(opforge.runtime.KernelError, match="node 't' \\(Twice.*not UTF-8"):
+        opforge.InferenceSession(proto, custom_ops=[op]).run(None, {"x": np.ones((2, 3), np.float32)})

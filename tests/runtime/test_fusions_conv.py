@@ -69,6 +69,32 @@ def test_batchnorm_stays_when_the_conv_output_is_read_elsewhere():
     assert "BatchNormalization" in [op for _, op, _ in sess.node_providers()]
 
 
+@pytest.mark.parametrize("bad", ["bn_v", "b"])
+def test_batchnorm_with_parameters_of_other_sizes_is_left_for_the_kernel_to_refuse(bad):
+    """A statistic (or the Conv bias) of another length than the channels does not fold; the
+    session refuses the node, naming it, instead of numpy's broadcasting error escaping."""
+    bn, inits = batchnorm("c")
+    model = conv_model([bn], initializers=inits)
+    for init in model.graph.initializer:
+        if init.name == bad:
+            init.CopyFrom(numpy_helper.from_array(np.ones(32, np.float32), bad))
+    with pytest.raises(opforge.OpforgeError, match="BatchNormalization|'conv'"):
+        session(model).run(None, {"x": np.ones((1, 8, 9, 9), np.float32)})
+
+
+@pytest.mark.parametrize("c_shape", [[7], [3, 7]])
+def test_batchnorm_after_a_gemm_whose_bias_has_another_width_does_not_fold(c_shape):
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 5)).astype(np.float32), "gb"),
+             numpy_helper.from_array(np.ones(c_shape, np.float32), "gc")]
+    bn, bn_inits = batchnorm("g", m=5)
+    nodes = [helper.make_node("Gemm", ["a", "gb", "gc"], ["g"]), bn]
+    graph = helper.make_graph(nodes, "g", [tensor("a", [3, 4])], [tensor("y", None)], inits + bn_inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    with pytest.raises(opforge.OpforgeError, match="Gemm"):
+        session(model).run(None, {"a": np.ones((3, 4), np.float32)})
+
+
 @pytest.mark.parametrize("bias", [True, False])
 def test_per_channel_mul_and_add_fold_into_conv(tmp_path, bias):
     scale = numpy_helper.from_array(rng.uniform(0.5, 2, (8, 1, 1)).astype(np.float32), "scale")

@@ -8,18 +8,19 @@ import collections
 
 import pytest
 
-from fuzzing import MUTATIONS, make_case, node_seeds, run_cases, zoo_seeds
+from fuzz_seeds import op_models
+from fuzzing import MUTATIONS, make_case, model_seeds, node_seeds, run_cases
 from opforge.runtime.providers.cpu import library as native
 
-SEED, CASES = 7, 400
+SEED, CASES = 7, 1000
 FINDINGS = ("crash", "hang", "bare")
 
 
 @pytest.fixture(scope="module")
 def outcomes():
     native.cpu_kernels()   # built once here; the workers load it from the cache
-    seeds, zoo = node_seeds(), zoo_seeds()
-    cases = (make_case(seeds, zoo, SEED, i) for i in range(CASES))
+    seeds, models = node_seeds(), model_seeds()
+    cases = (make_case(seeds, models, SEED, i) for i in range(CASES))
     return list(run_cases(cases, workers=2, timeout=60))
 
 
@@ -35,3 +36,9 @@ def test_the_cases_exercise_every_mutation_and_both_verdicts(outcomes):
     mutations = {case.mutation for case, _ in outcomes}
     assert verdicts["ran"] >= CASES // 20 and verdicts["refused"] >= CASES // 2, verdicts
     assert mutations == set(MUTATIONS), sorted(set(MUTATIONS) - mutations)
+
+
+def test_the_cases_mutate_every_hand_built_model(outcomes):
+    """The models of ops no node test covers (tests/fuzz_seeds.py) are all in the batch."""
+    mutated = {case.name.split("/")[0] for case, _ in outcomes}
+    assert not set(op_models()) - mutated, sorted(set(op_models()) - mutated)

@@ -70,3 +70,48 @@ def test_gather_elements_with_an_index_out_of_range_is_refused_quickly():
     index = np.array([[0, 1], [2, -2**40]], np.int64)   # onnx.reference alone takes minutes on it
     with pytest.raises(KernelError, match="node 'g' \\(GatherElements"):
         InferenceSession(proto).run(None, {"x": np.ones((2, 3), np.float32), "i": index})
+
+
+def cyclic_tree_model(op: str, true_ids: list):
+    """One tree of three nodes (a branch on feature 0 and two leaves) whose true child ids are
+    ``true_ids``: [0, 0, 0] makes the branch its own child."""
+    leaves = {"TreeEnsembleClassifier": dict(class_treeids=[0, 0], class_nodeids=[1, 2], class_ids=[0, 1],
+                                             class_weights=[1.0, 1.0], classlabels_int64s=[0, 1]),
+              "TreeEnsembleRegressor": dict(target_treeids=[0, 0], target_nodeids=[1, 2], target_ids=[0, 0],
+                                            target_weights=[1.0, 2.0], n_targets=1)}[op]
+    outputs = ["label", "scores"] if op == "TreeEnsembleClassifier" else ["scores"]
+    node = helper.make_node(op, ["x"], outputs, name="forest", domain="ai.onnx.ml", nodes_treeids=[0, 0, 0],
+                            nodes_nodeids=[0, 1, 2], nodes_featureids=[0, 0, 0], nodes_values=[0.5, 0, 0],
+                            nodes_modes=["BRANCH_LEQ", "LEAF", "LEAF"], nodes_truenodeids=true_ids,
+                            nodes_falsenodeids=[2, 0, 0], **leaves)
+    proto = model([node], [tensor("x", [2, 2])], [tensor(o, None) for o in outputs])
+    proto.opset_import.append(helper.make_opsetid("ai.onnx.ml", 3))
+    return proto
+
+
+@pytest.mark.parametrize("op", ["TreeEnsembleClassifier", "TreeEnsembleRegressor"])
+def test_a_tree_that_leads_back_to_itself_is_refused_not_walked_forever(op):
+    """onnx.reference's walk never ends on it (onnxruntime refuses it at load)."""
+    from opforge.runtime import KernelError
+
+    proto = cyclic_tree_model(op, [0, 0, 0])
+    x = {"x": np.zeros((2, 2), np.float32)}
+    with pytest.raises(KernelError, match=f"node 'forest' \\({op}.*node 0 of tree 0 leads back to itself"):
+        InferenceSession(proto, providers=[REFERENCE]).run(None, x)
+    with pytest.raises(KernelError, match=f"'forest'|\\({op}"):   # the native kernel's refusal stands
+        InferenceSession(proto).run(None, x)
+
+
+def test_roi_align_with_a_huge_sampling_ratio_is_refused_not_sampled_for_hours():
+    from opforge.runtime import KernelError
+
+    node = helper.make_node("RoiAlign", ["x", "rois", "batch"], ["y"], name="align", sampling_ratio=2**40,
+                            output_height=2, output_width=2)
+    proto = model([node], [tensor("x", [1, 1, 6, 6]), tensor("rois", [1, 4]), tensor("batch", [1], TensorProto.INT64)],
+                  [tensor("y", None)])
+    feed = {"x": np.ones((1, 1, 6, 6), np.float32), "rois": np.array([[0, 0, 5, 5]], np.float32),
+            "batch": np.zeros(1, np.int64)}
+    with pytest.raises(KernelError, match="node 'align' \\(RoiAlign.*sampling_ratio = 1099511627776"):
+        InferenceSession(proto, providers=[REFERENCE]).run(None, feed)
+    with pytest.raises(KernelError, match="node 'align' \\(RoiAlign.*samples"):   # the native refusal stands
+        InferenceSession(proto).run(None, feed)

@@ -71,6 +71,18 @@ def test_regex_full_match_and_a_bad_pattern():
         InferenceSession(bad, SessionOptions(disable_reference_fallback=True))
 
 
+@pytest.mark.parametrize("op, attrs", [("RegexFullMatch", {"pattern": b"\xff+"}),
+                                       ("StringNormalizer", {"stopwords": [b"ok", b"\xfe"]}),
+                                       ("StringSplit", {"delimiter": b"\xc3"})])
+def test_string_attributes_that_are_not_utf8_name_the_attribute(op, attrs):
+    outputs = ["y", "z"] if op == "StringSplit" else ["y"]
+    node = helper.make_node(op, ["x"], outputs, name="odd", **attrs)
+    m = model(node, [helper.make_tensor_value_info("x", S, [1])], [helper.make_tensor_value_info(o, S, None) for o in outputs])
+    name = next(iter(attrs))
+    with pytest.raises(KernelError, match=f"odd.*attribute '{name}' is not UTF-8"):
+        InferenceSession(m, SessionOptions(disable_reference_fallback=True)).run(None, {"x": np.array(["a"], object)})
+
+
 def test_equal_of_strings_runs_in_python_while_numbers_keep_the_c_kernel():
     node = helper.make_node("Equal", ["x", "y"], ["z"])
     strings = model(node, [helper.make_tensor_value_info("x", S, [3]), helper.make_tensor_value_info("y", S, [1])],

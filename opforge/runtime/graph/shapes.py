@@ -9,9 +9,9 @@ import onnx
 from onnx import numpy_helper
 
 from opforge.runtime.errors import GraphError
+from opforge.runtime.graph.domains import is_standard_domain
 from opforge.runtime.graph.graph import Graph, Node
 from opforge.runtime.graph.types import MAX_RANK, TensorType, dtype_elem, tensor_type
-from opforge.runtime.load.model import is_standard_domain
 
 TypeList = Sequence[Optional[TensorType]]
 CustomInfer = Callable[[Node, TypeList], Optional[TypeList]]

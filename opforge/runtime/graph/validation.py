@@ -15,9 +15,9 @@ import onnx
 from onnx.defs import OpSchema
 
 from opforge.runtime.errors import GraphError
+from opforge.runtime.graph.domains import is_standard_domain
 from opforge.runtime.graph.graph import Graph, Node
 from opforge.runtime.graph.types import MAX_RANK, is_elem_type
-from opforge.runtime.load.model import is_standard_domain
 
 _SINGLE = OpSchema.FormalParameterOption.Single
 _VARIADIC = OpSchema.FormalParameterOption.Variadic

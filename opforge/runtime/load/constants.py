@@ -11,6 +11,10 @@ _LISTS = {"value_floats": onnx.TensorProto.FLOAT, "value_ints": onnx.TensorProto
           "value_strings": onnx.TensorProto.STRING}
 _SCALARS = {"value_float": onnx.TensorProto.FLOAT, "value_int": onnx.TensorProto.INT64,
             "value_string": onnx.TensorProto.STRING}
+_KINDS = {"value": onnx.AttributeProto.TENSOR, "sparse_value": onnx.AttributeProto.SPARSE_TENSOR,
+          "value_float": onnx.AttributeProto.FLOAT, "value_floats": onnx.AttributeProto.FLOATS,
+          "value_int": onnx.AttributeProto.INT, "value_ints": onnx.AttributeProto.INTS,
+          "value_string": onnx.AttributeProto.STRING, "value_strings": onnx.AttributeProto.STRINGS}
 
 
 def constants_to_initializers(graph: onnx.GraphProto) -> int:
@@ -56,6 +60,12 @@ def _add_initializer(graph: onnx.GraphProto, node: onnx.NodeProto) -> None:
         raise GraphError(f"{label} must hold exactly one value attribute (value, value_float(s), "
                          f"value_int(s), value_string(s) or sparse_value); it holds {found}")
     attr, name = values[0], node.output[0]
+    if attr.name not in _KINDS:
+        raise GraphError(f"{label} has attribute {attr.name!r}, which Constant does not define")
+    if attr.type != _KINDS[attr.name]:
+        kind = onnx.AttributeProto.AttributeType.Name(_KINDS[attr.name])
+        raise GraphError(f"{label}: attribute {attr.name!r} must be of kind {kind}, "
+                         f"not {onnx.AttributeProto.AttributeType.Name(attr.type)}")
     if attr.name == "sparse_value":
         sparse = graph.sparse_initializer.add()
         sparse.CopyFrom(attr.sparse_tensor)
@@ -70,6 +80,4 @@ def _add_initializer(graph: onnx.GraphProto, node: onnx.NodeProto) -> None:
     elif attr.name in _LISTS:
         items = list(helper.get_attribute_value(attr))
         tensor.CopyFrom(helper.make_tensor(name, _LISTS[attr.name], [len(items)], items))
-    else:
-        raise GraphError(f"{label} has attribute {attr.name!r}, which Constant does not define")
     tensor.name = name

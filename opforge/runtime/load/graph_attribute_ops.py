@@ -70,7 +70,11 @@ class _Expander:
         label = node_label(node.name, node.op_type, node.domain, node.output)
         missing = [name for name in node.input if name and name not in self.types]
         version = self.opsets.get(node.domain, 1)
-        schema = onnx.defs.get_schema(node.op_type, version, node.domain)
+        try:
+            schema = onnx.defs.get_schema(node.op_type, version, node.domain)
+        except onnx.defs.SchemaError:   # an opset before the op's: binding a kernel refuses it
+            logger.info("%s is not defined at opset %d of its domain; not expanded", label, version)
+            return None
         chosen = max((v for v in schema.context_dependent_function_opset_versions if v <= version), default=None)
         if missing or chosen is None:
             why = f"input {missing[0]!r} has no inferred type" if missing else f"no body at opset {version}"

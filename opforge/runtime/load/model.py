@@ -15,9 +15,6 @@ ModelSource = Union[str, os.PathLike, bytes, bytearray, memoryview, onnx.ModelPr
 
 logger = logging.getLogger("opforge.runtime")
 
-# Domains whose operator sets come from the onnx package itself.
-_STANDARD_DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview.training")
-
 
 class LoadedModel(NamedTuple):
     """A parsed model, its opset map ``{domain: version}`` ("ai.onnx" read as "") and its folder."""
@@ -195,8 +192,3 @@ def external_path(location: str, folder: Path, where: str) -> Path:
     if not path.is_file():
         raise ModelLoadError(f"{where} names external data file '{path}', which does not exist")
     return path
-
-
-def is_standard_domain(domain: str) -> bool:
-    """Whether ``domain``'s operators are defined by the onnx package (not a custom domain)."""
-    return domain in _STANDARD_DOMAINS or domain == "ai.onnx"

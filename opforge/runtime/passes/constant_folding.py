@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from opforge.runtime.graph.domains import is_standard_domain
 from opforge.runtime.graph.graph import Graph, Node
-from opforge.runtime.load.model import is_standard_domain
 
 # Ops whose result differs from run to run, or that the reference could not fold on purpose.
 _NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",

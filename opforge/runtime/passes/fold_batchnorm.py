@@ -45,8 +45,8 @@ def _statistics(graph: Graph, norm: Node, uses: Uses):
     if any(name and (uses.readers.get(name) or name in uses.outputs) for name in norm.outputs[1:]):
         return None
     params = [constant(graph, name) for name in norm.inputs[1:5]]
-    if len(params) != 4 or any(p is None or p.ndim != 1 for p in params):
-        return None
+    if len(params) != 4 or any(p is None or p.ndim != 1 or p.size != params[0].size for p in params):
+        return None   # left for the kernel to run or refuse
     gamma, beta, mean, var = (p.astype(np.float64) for p in params)
     s = gamma / np.sqrt(var + float(attribute(norm, "epsilon", 1e-5)))
     return s, beta - mean * s
@@ -56,7 +56,8 @@ def _fold_conv(graph: Graph, conv: Node, s, shift) -> list | None:
     w = constant(graph, conv.inputs[1])
     bias = constant(graph, conv.inputs[2]) if len(conv.inputs) > 2 and conv.inputs[2] else None
     has_bias = len(conv.inputs) > 2 and conv.inputs[2]
-    if w is None or w.dtype.kind != "f" or w.ndim < 3 or w.shape[0] != s.size or (has_bias and bias is None):
+    if w is None or w.dtype.kind != "f" or w.ndim < 3 or w.shape[0] != s.size or \
+            (has_bias and (bias is None or bias.shape != s.shape)):
         return None
     b = bias.astype(np.float64) if bias is not None else np.zeros(s.size)
     w2 = (w * s.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
@@ -77,7 +78,7 @@ def _fold_gemm(graph: Graph, gemm: Node, s, shift) -> list | None:
         return None
     b2 = b * (s[:, None] if trans_b else s[None, :])
     c64 = np.zeros(s.size) if c is None else c.astype(np.float64) * float(attribute(gemm, "beta", 1.0))
-    if c64.ndim == 2 and c64.shape[1] not in (1, s.size):
+    if c64.ndim and c64.shape[-1] not in (1, s.size):
         return None
     c2 = c64 * s + shift
     return [gemm.inputs[0], new_initializer(graph, f"{gemm.inputs[1]}_bn", b2.astype(b.dtype)),

@@ -9,7 +9,7 @@ import numpy as np
 from opforge import _core
 from opforge.errors import OpError, OpMemoryError
 from opforge.runtime.errors import KernelNotFoundError
-from opforge.runtime.load.model import is_standard_domain
+from opforge.runtime.graph.domains import is_standard_domain
 from opforge.runtime.providers.registry import default_registry
 
 logger = logging.getLogger("opforge.runtime")

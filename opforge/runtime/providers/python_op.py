@@ -45,11 +45,15 @@ class PythonOp:
         if unknown:
             raise KernelError(f"{node.label}: Python op {self.op_type} has no attribute(s) "
                               f"{', '.join(unknown)}; it takes {sorted(self.attrs) or 'none'}")
-        return PythonKernel(self, node, {**self.attrs, **_plain(node.attrs)})
+        return PythonKernel(self, node, {**self.attrs, **_plain(node)})
 
 
-def _plain(attrs: dict) -> dict:
-    return {k: v.decode() if isinstance(v, bytes) else v for k, v in attrs.items()}
+def _plain(node) -> dict:
+    """The node's attributes, bytes decoded to str; KernelError naming one that is not UTF-8."""
+    try:
+        return {k: v.decode() if isinstance(v, bytes) else v for k, v in node.attrs.items()}
+    except UnicodeDecodeError as exc:
+        raise KernelError(f"{node.label}: a string attribute is not UTF-8 text ({exc})") from None
 
 
 class PythonKernel:

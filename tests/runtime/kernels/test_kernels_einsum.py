@@ -49,3 +49,20 @@ def test_einsum_bad_equations(kernels):
         einsum(x, equation="ij,jk->ik")
     with pytest.raises(opforge.OpError, match="invalid character"):
         einsum(x, equation="i1->i")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_einsum_a_label_of_size_zero_and_another_size_is_refused(kernels, dtype):
+    """'j' of size 0 in one operand and 3 in the other read past the empty one (SIGSEGV for
+    16-bit floats); a size of 1 still broadcasts, to 0 as well, as numpy does."""
+    import ml_dtypes
+
+    dtype = ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
+    einsum = kernels.op("Einsum", domain="", version=12)
+    x, y = np.ones((5, 2, 0), dtype), np.ones((5, 3, 4), dtype)
+    with pytest.raises(opforge.OpError, match="label 'j' has sizes 0 and 3"):
+        einsum(x, y, equation="bij,bjk->bik")
+    with pytest.raises(opforge.OpError, match="label 'j' has sizes 3 and 0"):
+        einsum(np.ones((5, 2, 3), dtype), np.ones((5, 0, 4), dtype), equation="bij,bjk->bik")
+    got = einsum(np.ones((5, 2, 1), dtype), np.ones((5, 0, 4), dtype), equation="bij,bjk->bik")
+    np.testing.assert_array_equal(got.astype(np.float32), np.zeros((5, 2, 4), np.float32))

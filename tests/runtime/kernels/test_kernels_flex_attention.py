@@ -8,6 +8,7 @@ from onnx.reference import ReferenceEvaluator
 import opforge
 from numeric import assert_close, assert_would_catch, bump_one_element
 from opforge.runtime import InferenceSession
+from opforge.runtime.errors import KernelNotFoundError
 from opforge.runtime.load.graph_attribute_ops import expand_graph_attribute_ops
 
 RNG = np.random.default_rng(0)
@@ -112,6 +113,17 @@ def test_a_node_of_unknown_input_types_is_left_for_the_reference_provider():
     model.opset_import.append(helper.make_opsetid("com.example", 1))
     expanded = expand_graph_attribute_ops(model)
     assert [node.op_type for node in expanded.graph.node] == ["Unknown", "FlexAttention"]
+
+
+@pytest.mark.parametrize("version", [-1, 0])
+def test_a_preview_opset_without_the_op_is_refused_naming_the_node(version):
+    """No schema at that opset: the node is not expanded, and no kernel binds it."""
+    q, k, v = qkv()
+    model = flex_model([q.shape, k.shape, v.shape], score_mod=soft_cap_graph())
+    model.opset_import[1].version = version
+    assert [node.op_type for node in expand_graph_attribute_ops(model).graph.node] == ["FlexAttention"]
+    with pytest.raises(KernelNotFoundError, match=f"'Y' \\(FlexAttention.*opset {version}"):
+        InferenceSession(model.SerializeToString())
 
 
 @pytest.mark.parametrize("mods", [{"score_mod": soft_cap_graph()}, {"prob_mod": dropout_like_graph()},

@@ -86,10 +86,11 @@ template <class Ctx> Plan make_plan(const Ctx& ctx) {
     for (size_t d = 0; d < p.operands.back().size(); ++d) {
       const int label = p.operands.back()[d];
       const int64_t size = ctx.input(int(i)).size(int(d));
-      int64_t& known = p.sizes[label];
-      OPFORGE_CHECK(known <= 1 || size == 1 || size == known, "label '", label < 256 ? std::string(1, char(label)) : "...",
+      const auto seen = p.sizes.emplace(label, size);  // a label's first size, 0 included
+      int64_t& known = seen.first->second;
+      OPFORGE_CHECK(known == 1 || size == 1 || size == known, "label '", label < 256 ? std::string(1, char(label)) : "...",
                     "' has sizes ", known, " and ", size);
-      if (size != 1 || known == 0) known = std::max(known, size);
+      if (known == 1) known = size;
     }
     for (int v : parsed[i]) counts[v] += v == -1 ? 0 : 1;
   }

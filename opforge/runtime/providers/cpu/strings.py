@@ -22,8 +22,15 @@ class _StringKernel:
         self.attrs = node.attrs
 
     def attr_str(self, name: str, default: str | None = None) -> str | None:
-        value = self.attrs.get(name, default)
-        return value.decode() if isinstance(value, bytes) else value
+        return self.text(self.attrs.get(name, default), name)
+
+    def text(self, value, name: str):
+        """An attribute's bytes as str; KernelError naming the node and attribute when they
+        are not UTF-8."""
+        try:
+            return value.decode() if isinstance(value, bytes) else value
+        except UnicodeDecodeError as exc:
+            raise KernelError(f"{self.node.label}: attribute '{name}' is not UTF-8 text ({exc})") from None
 
     def strings(self, value, name: str) -> np.ndarray:
         """An input as an array of str; KernelError naming the node when it holds no strings."""
@@ -93,7 +100,7 @@ class StringNormalizer(_StringKernel):
         if x.ndim not in (1, 2) or (x.ndim == 2 and x.shape[0] != 1):
             raise KernelError(f"{self.node.label}: input 'X' must be [C] or [1, C], got {list(x.shape)}")
         sensitive = bool(self.attrs.get("is_case_sensitive", 0))
-        stops = [w.decode() if isinstance(w, bytes) else w for w in self.attrs.get("stopwords", [])]
+        stops = [self.text(w, "stopwords") for w in self.attrs.get("stopwords", [])]
         fold = (lambda s: s) if sensitive else str.lower
         stops = {fold(w) for w in stops}
         action = self.attr_str("case_change_action", "NONE")

@@ -43,9 +43,63 @@ def _gather_elements_indices(node: Node, inputs: list) -> str | None:
     return None
 
 
-# Input values onnx.reference accepts, or takes unbounded time on, that the spec (and
-# onnxruntime) refuse: (domain, op type) -> check giving the problem, or None.
-_VALUE_CHECKS = {("", "TopK"): _topk_k, ("", "GatherElements"): _gather_elements_indices}
+def _tree_cycle(node: Node, inputs: list) -> str | None:
+    """A branch that leads back to itself: onnx.reference's walk of such a tree never ends
+    (onnxruntime refuses it)."""
+    attrs = node.attrs
+    true_ids, false_ids = list(attrs.get("nodes_truenodeids", [])), list(attrs.get("nodes_falsenodeids", []))
+    if node.op_type == "TreeEnsemble":   # nodes by position; a child flagged in *_leafs is a leaf
+        leafs = [list(attrs.get(f"nodes_{side}leafs", [])) for side in ("true", "false")]
+        edges = {i: [ids[i] for ids, leaf in zip((true_ids, false_ids), leafs)
+                     if i < len(ids) and not (i < len(leaf) and leaf[i])] for i in range(len(true_ids))}
+        start = _first_cycle(edges)
+        return None if start is None else f"node {start} of the ensemble leads back to itself"
+    keys = list(zip(attrs.get("nodes_treeids", []), attrs.get("nodes_nodeids", [])))
+    modes = [m.decode() if isinstance(m, bytes) else m for m in attrs.get("nodes_modes", [])]
+    edges = {key: [(key[0], child[i]) for child in (true_ids, false_ids) if i < len(child)]
+             for i, key in enumerate(keys) if i < len(modes) and modes[i] != "LEAF"}
+    start = _first_cycle(edges)
+    return None if start is None else f"node {start[1]} of tree {start[0]} leads back to itself"
+
+
+def _first_cycle(edges: dict):
+    """A node on a cycle of ``edges`` ({node: [child]}), or None when there is none."""
+    state: dict = {}   # 1: on the current path, 2: done
+    for start in edges:
+        if state.get(start):
+            continue
+        stack = [(start, iter(edges[start]))]
+        state[start] = 1
+        while stack:
+            here, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                state[here] = 2
+                stack.pop()
+            elif state.get(child) == 1:
+                return child
+            elif child in edges and not state.get(child):
+                state[child] = 1
+                stack.append((child, iter(edges[child])))
+    return None
+
+
+def _roi_align_samples(node: Node, inputs: list) -> str | None:
+    """More samples per roi than the native kernel takes (2^24): onnx.reference's Python loops
+    would run for hours (sampling_ratio = 2^40 never ends)."""
+    ratio = int(node.attrs.get("sampling_ratio", 0))
+    bins = int(node.attrs.get("output_height", 1)) * int(node.attrs.get("output_width", 1))
+    if ratio > 0 and ratio * ratio * max(bins, 1) > 1 << 24:
+        return f"sampling_ratio = {ratio} asks for {ratio}x{ratio} samples in each of {bins} bins, more than 2^24 per roi"
+    return None
+
+
+# Input values or attributes onnx.reference accepts, or takes unbounded time on, that the spec
+# (and onnxruntime) refuse: (domain, op type) -> check giving the problem, or None.
+_VALUE_CHECKS = {("", "TopK"): _topk_k, ("", "GatherElements"): _gather_elements_indices,
+                 ("", "RoiAlign"): _roi_align_samples,
+                 **{("ai.onnx.ml", op): _tree_cycle
+                    for op in ("TreeEnsemble", "TreeEnsembleClassifier", "TreeEnsembleRegressor")}}
 
 
 class ReferenceKernel:
