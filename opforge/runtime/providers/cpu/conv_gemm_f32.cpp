@@ -88,6 +88,9 @@ using tiles::TileMap;
 constexpr int64_t kKcTarget = 512;        ///< K rows per block: a row block of W (12 x 512 floats, 24 KB) stays in L1
 constexpr int64_t kSlicesPerThread = 4;   ///< the host pool hands out single slices up to 4 per thread
 constexpr int64_t kL2Bytes = 512 * 1024;  ///< packed tiles of one run, kept in L2
+/// Multiply-adds per slice at least (~4 us on one core): handing a smaller conv to the pool's
+/// other threads costs more than it saves (a 0.8 M-MAC conv took 31 us on 2 threads, 12 on 1).
+constexpr int64_t kMinSliceMacs = 512 * 1024;
 constexpr int64_t kDirectRows = 64;               ///< see reads_in_place
 constexpr int64_t kDirectBytes = 4 * 1024 * 1024;
 
@@ -166,7 +169,8 @@ Cut cut_for(const ConvShape& s, int threads) {
   c.mb = (s.mg + kMR - 1) / kMR;
   c.mg = s.mg;
   c.images = s.n * s.group;
-  c.slices = threads <= 1 ? 1 : std::min<int64_t>(threads * kSlicesPerThread, c.items());
+  const int64_t macs = c.images * s.mg * c.k * c.grid.count;
+  c.slices = threads <= 1 ? 1 : std::clamp<int64_t>(macs / kMinSliceMacs, 1, std::min<int64_t>(threads * kSlicesPerThread, c.items()));
   c.max_run = std::max<int64_t>(1, kL2Bytes / (c.chans_per_block * c.taps * kNR * int64_t(sizeof(float))));
   c.direct = c.grid.is_virtual && s.mg <= kDirectRows && c.grid.src_plane * s.cg * int64_t(sizeof(float)) > kDirectBytes;
   return c;
