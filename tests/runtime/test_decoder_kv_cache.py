@@ -2,7 +2,8 @@
 writes one (GroupQueryAttention with rotary caches, seqlens_k and total_sequence_length computed
 from attention_mask, SimplifiedLayerNormalization in the default domain (onnxruntime's, outside the
 ONNX standard) before attention and SkipSimplifiedLayerNormalization after it, SiLU MLP, opset 21),
-run for a prompt and then two generated tokens by opforge and by onnxruntime, each feeding back its own present key/values."""
+run for a prompt and then two generated tokens by opforge and by onnxruntime, each feeding back its
+own present key/values."""
 import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
