@@ -1,7 +1,9 @@
 """A GPT-style decoder with a key/value cache, written the way onnxruntime-genai's model builder
 writes one (GroupQueryAttention with rotary caches, seqlens_k and total_sequence_length computed
-from attention_mask, SkipSimplifiedLayerNormalization, SiLU MLP), run for a prompt and then two
-generated tokens by opforge and by onnxruntime, each feeding back its own present key/values."""
+from attention_mask, SimplifiedLayerNormalization in the default domain (onnxruntime's, outside the
+ONNX standard) before attention and SkipSimplifiedLayerNormalization after it, SiLU MLP, opset 21),
+run for a prompt and then two generated tokens by opforge and by onnxruntime, each feeding back its
+own present key/values."""
 import numpy as np
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
@@ -37,7 +39,7 @@ def decoder(seed=0):
         n("Shape", ["attention_mask"], ["mask_shape"]), n("Gather", ["mask_shape", "one"], ["total_1d"], axis=0),
         n("Squeeze", ["total_1d"], ["total_i64"]), n("Cast", ["total_i64"], ["total_seq_len"], to=TensorProto.INT32),
         n("Gather", ["embed", "input_ids"], ["x0"], axis=0),
-        n("RMSNormalization", ["x0", "norm1"], ["h1"], axis=-1, epsilon=1e-5),
+        n("SimplifiedLayerNormalization", ["x0", "norm1"], ["h1"], axis=-1, epsilon=1e-5, stash_type=1),
         n("MatMul", ["h1", "wq"], ["q"]), n("MatMul", ["h1", "wk"], ["k"]), n("MatMul", ["h1", "wv"], ["v"]),
         n("GroupQueryAttention", ["q", "k", "v", "past_key_values.0.key", "past_key_values.0.value", "seqlens_k",
                                   "total_seq_len", "cos_cache", "sin_cache"],
@@ -62,7 +64,7 @@ def decoder(seed=0):
         [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", "sequence_length", VOCAB]),
          helper.make_tensor_value_info("present.0.key", TensorProto.FLOAT, present),
          helper.make_tensor_value_info("present.0.value", TensorProto.FLOAT, present)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23), helper.make_opsetid(MS, 1)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)])
     model.ir_version = 10
     return model.SerializeToString()
 

@@ -1,5 +1,5 @@
-"""Transformer kernels (Attention-23, RMSNormalization, RotaryEmbedding, SwiGLU) checked against
-onnxruntime, or numpy where onnxruntime has no kernel."""
+"""Transformer kernels (Attention-23, RMSNormalization, SimplifiedLayerNormalization, RotaryEmbedding,
+SwiGLU) checked against onnxruntime, or numpy where onnxruntime has no kernel."""
 import numpy as np
 import pytest
 
@@ -86,6 +86,24 @@ def test_attention_bad_inputs_give_clear_errors(kernels):
 def test_rms_normalization_matches_onnxruntime(kernels, axis, scale_shape):
     x = normal(3, 6, 64) * 3 + 1
     ours_vs_onnxruntime(kernels, "RMSNormalization", [x, normal(*scale_shape)], {"axis": axis, "epsilon": 1e-6}, 23)
+
+
+@pytest.mark.parametrize("axis,scale_shape", [(-1, (64,)), (1, (6, 64))])
+def test_simplified_layer_normalization_matches_onnxruntime(kernels, axis, scale_shape):
+    """onnxruntime's RMS norm in the default domain (no ONNX schema), with its inv_std_var output."""
+    x = normal(3, 6, 64) * 3 + 1
+    y, inv = ours_vs_onnxruntime(kernels, "SimplifiedLayerNormalization", [x, normal(*scale_shape)],
+                                 {"axis": axis, "epsilon": 1e-6}, 17, outs=2, rtol=1e-5, atol=1e-6)
+    assert inv.dtype == np.float32 and inv.shape == x.shape[:axis % 3] + (1,) * (3 - axis % 3)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, "mixed"])
+def test_simplified_layer_normalization_float16(kernels, dtype):
+    """float16 X and scale, or float16 X with a float scale (Y takes the scale's type)."""
+    x = normal(4, 96, dtype=np.float16)
+    scale = normal(96, dtype=np.float32 if dtype == "mixed" else np.float16)
+    ours_vs_onnxruntime(kernels, "SimplifiedLayerNormalization", [x, scale], {"epsilon": 1e-5}, 17, outs=2,
+                        rtol=5e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("interleaved", [0, 1])

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "data_movement.h"
+#include "elementwise_math.h"
 #include "gemm_blas.h"
 
 namespace {
@@ -196,14 +197,21 @@ void weigh(const Scoring& sc, float* row, int64_t i, int64_t p, int64_t T, const
   const int64_t end = sc.causal ? std::min(p + i + 1, T) : T;
   const int64_t begin = sc.window >= 0 && end > sc.window ? end - sc.window : 0;
   float m = sc.smooth || sc.sink ? sink : -std::numeric_limits<float>::infinity();
-  for (int64_t j = begin; j < end; ++j) {
-    if (sc.softcap > 0.f) row[j] = sc.softcap * std::tanh(row[j] / sc.softcap);
-    if (bias) row[j] += bias[j];
-    m = std::max(m, row[j]);
-  }
+  if (sc.softcap > 0.f)
+    for (int64_t j = begin; j < end; ++j) row[j] = sc.softcap * std::tanh(row[j] / sc.softcap);
+  if (bias)
+    for (int64_t j = begin; j < end; ++j) row[j] += bias[j];
+  for (int64_t j = begin; j < end; ++j) m = std::max(m, row[j]);
+  for (int64_t j = begin; j < end; ++j) row[j] = opforge_cpu::ew::vmath::exp(row[j] - m);  // SIMD
+  float part[8] = {};
+  int64_t j = begin;
+  for (; j + 8 <= end; j += 8)
+    for (int k = 0; k < 8; ++k) part[k] += row[j + k];
   float sum = sc.smooth || sc.sink ? std::exp(sink - m) : 0.f;
-  for (int64_t j = begin; j < end; ++j) sum += row[j] = std::exp(row[j] - m);
-  for (int64_t j = begin; j < end; ++j) row[j] /= sum;
+  for (; j < end; ++j) sum += row[j];
+  for (float s : part) sum += s;
+  const float inv = 1.f / sum;
+  for (int64_t j = begin; j < end; ++j) row[j] *= inv;
   std::fill(row, row + begin, 0.f);
   std::fill(row + end, row + T, 0.f);
 }
@@ -263,20 +271,26 @@ void gqa_compute(KernelContext& ctx) {
   const float scale = ctx.attr<float>("scale") != 0.f ? ctx.attr<float>("scale") : 1.0f / std::sqrt(float(H));
   float* y = ctx.output(0).data<float>();
   opforge_nn::blas_threads(1);
-  ctx.parallel_for(g.batch * g.heads, 1, [&](int64_t begin, int64_t end) {
+  // Work items: (batch, head, block of query rows); a causal block reads only the key rows up to
+  // its last query, so the masked upper triangle is never computed.
+  constexpr int64_t kRows = 64;
+  const int64_t blocks = (g.seq + kRows - 1) / kRows;
+  ctx.parallel_for(g.batch * g.heads * blocks, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> scores;
-    for (int64_t bn = begin; bn < end; ++bn) {
-      const int64_t b = bn / g.heads, n = bn % g.heads, T = l.total[size_t(b)];
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t bn = item / blocks, i0 = item % blocks * kRows, rows = std::min(kRows, g.seq - i0);
+      const int64_t b = bn / g.heads, n = bn % g.heads, T = l.total[size_t(b)], p = l.past[size_t(b)];
+      const int64_t span = sc.causal ? std::min(p + i0 + rows, T) : T;
       const int64_t cache_at = (b * g.kv_heads + n / group) * g.present * H;
-      scores.resize(size_t(g.seq * T));
-      opforge_nn::matmul(false, true, g.seq, T, H, scale, q + b * g.seq * q_row + n * H, q_row,
-                         key_cache + cache_at, H, 0.0f, scores.data(), T);
+      scores.resize(size_t(rows * span));
+      opforge_nn::matmul(false, true, rows, span, H, scale, q + (b * g.seq + i0) * q_row + n * H, q_row,
+                         key_cache + cache_at, H, 0.0f, scores.data(), span);
       const float* bias = sc.bias ? sc.bias + b * sc.bias_batch + n * sc.bias_head : nullptr;
-      for (int64_t i = 0; i < g.seq; ++i)
-        weigh(sc, scores.data() + i * T, i, l.past[size_t(b)], T, bias ? bias + i * sc.bias_row : nullptr,
+      for (int64_t i = 0; i < rows; ++i)
+        weigh(sc, scores.data() + i * span, i0 + i, p, span, bias ? bias + (i0 + i) * sc.bias_row : nullptr,
               sc.sink ? sc.sink[n] : 0.f);
-      opforge_nn::matmul(false, false, g.seq, H, T, 1.0f, scores.data(), T, value_cache + cache_at, H, 0.0f,
-                         y + b * g.seq * g.heads * H + n * H, g.heads * H);
+      opforge_nn::matmul(false, false, rows, H, span, 1.0f, scores.data(), span, value_cache + cache_at, H, 0.0f,
+                         y + (b * g.seq + i0) * g.heads * H + n * H, g.heads * H);
     }
   });
 }

@@ -1,5 +1,9 @@
 // normalization_rms.cpp: RMSNormalization (opset 23): y = x / sqrt(mean(x^2) + epsilon) * scale
-// over the axes from `axis` on, computed in float (double for double inputs).
+// over the axes from `axis` on, computed in float (double for double inputs); and
+// SimplifiedLayerNormalization, the same norm that onnxruntime registers in the default domain
+// (since 1, outside the ONNX standard) and that LLM exporters write, with an optional float
+// inv_std_var output (X's shape, 1 from `axis` on).
+#include <algorithm>
 #include <cmath>
 
 #include "float_io.h"
@@ -30,6 +34,11 @@ void infer(InferContext& ctx) {
   OPFORGE_CHECK(!known || broadcasts_to(scale.sizes(), normalized), "input 'scale' (rank ", scale.ndim(),
                 ") does not broadcast to the normalized shape (the dims of X from axis ", axis, " on)");
   ctx.set_output(0, scale.dtype(), shape);
+  if (ctx.num_outputs() > 1) {
+    Shape stats = shape;
+    std::fill(stats.begin() + axis, stats.end(), 1);
+    ctx.set_output(1, OPF_FLOAT32, stats);
+  }
 }
 
 /// scale broadcast over the normalized shape, as C.
@@ -54,6 +63,7 @@ template <class C> void rms_norm(KernelContext& ctx) {
   const bool direct = y.dtype() == int32_t(opforge::dtype_of<C>::value);
   if (!direct) keep_y.resize(size_t(y.numel()));
   C* out = direct ? y.data<C>() : keep_y.data();
+  float* inv_out = ctx.num_outputs() > 1 && ctx.output(1).defined() ? ctx.output(1).data<float>() : nullptr;
   ctx.parallel_for(rows, grain_for(2 * n), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const C* xr = in + r * n;
@@ -62,6 +72,7 @@ template <class C> void rms_norm(KernelContext& ctx) {
       for (int64_t i = 0; i < n; ++i) sum += double(xr[i]) * double(xr[i]);
       const C inv = C(1 / std::sqrt(sum / double(n) + eps));
       for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] * inv * scale[size_t(i)];
+      if (inv_out) inv_out[r] = float(inv);
     }
   });
   if (!direct) write_floats(keep_y.data(), y);
@@ -78,6 +89,18 @@ OPFORGE_OP(RMSNormalization)
     .input("X", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
     .input("scale", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
     .output("Y")
+    .attr("axis", int64_t(-1))
+    .attr("epsilon", 1e-5f)
+    .attr("stash_type", int64_t(1))
+    .infer(infer)
+    .compute(compute);
+
+OPFORGE_OP(SimplifiedLayerNormalization)
+    .since(1)
+    .input("X", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
+    .input("scale", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
+    .output("Y")
+    .optional_output("inv_std_var")
     .attr("axis", int64_t(-1))
     .attr("epsilon", 1e-5f)
     .attr("stash_type", int64_t(1))
