@@ -115,7 +115,8 @@ template <class T> bool plain_lstm(const Run<T>& run, const Direction<T>& d) {
 
 /// cell_row for a plain LSTM step (plain_lstm): one loop without calls, which GCC vectorises
 /// with opforge's SIMD sigmoid and tanh (within 4e-7 relative of libm's).
-inline void lstm_row_plain(int64_t H, const float* xw, const float* hr, float* h, float* c) {
+__attribute__((always_inline)) inline void lstm_row_plain(int64_t H, const float* xw, const float* hr, float* h,
+                                                          float* c) {
   namespace vm = opforge_cpu::ew::vmath;
   for (int64_t k = 0; k < H; ++k) {
     const float i = vm::sigmoid(xw[k] + hr[k]), o = vm::sigmoid(xw[H + k] + hr[H + k]);
