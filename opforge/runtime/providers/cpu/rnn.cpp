@@ -123,8 +123,9 @@ template <Cell K, class T> void recur(KernelContext& ctx, const Geometry& g) {
   const int64_t G = gate_count(K) * g.hidden;
   const T* bias = optional_input<T>(ctx, 3);
   const T* peep = K == Cell::Lstm ? optional_input<T>(ctx, 7) : nullptr;
+  std::vector<Direction<T>> dirs(size_t(g.dirs));
   for (int64_t dir = 0; dir < g.dirs; ++dir) {
-    Direction<T> d;
+    Direction<T>& d = dirs[size_t(dir)];
     d.w = ctx.input(1).data<T>() + dir * G * g.input;
     d.r = ctx.input(2).data<T>() + dir * G * g.hidden;
     d.wb = bias ? bias + dir * 2 * G : nullptr;
@@ -136,8 +137,13 @@ template <Cell K, class T> void recur(KernelContext& ctx, const Geometry& g) {
     if (acts.size() > 2) d.h = acts[2];
     d.index = dir;
     d.backwards = g.reverse || dir == 1;
-    run_direction<K>(ctx, run, d);
   }
+  // The two directions of a bidirectional layer share nothing but their reads (each has its own
+  // buffers and writes its own slices of Y, Y_h and Y_c): one per thread, as onnxruntime runs
+  // them. Their GEMMs then run on their thread alone (a nested parallel_for is serial).
+  ctx.parallel_for(g.dirs, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t dir = begin; dir < end; ++dir) run_direction<K>(ctx, run, dirs[size_t(dir)]);
+  });
 }
 
 template <Cell K> void compute(KernelContext& ctx) {
