@@ -3,6 +3,7 @@
 
 #include <opforge/op.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -73,6 +74,21 @@ inline Shape broadcast_shapes(const Shape& a, const Shape& b) {
       throw opforge::Error("shapes (" + sa + ") and (" + sb + ") do not broadcast");
     }
     out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+/// The broadcast batch dims of two matrix products' operands (MatMul and its quantized and fused
+/// kin), where -1 (unknown during shape inference) may stand for any dim.
+inline Shape broadcast_batch(const Shape& a, const Shape& b) {
+  const size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    OPFORGE_CHECK(da == db || da == 1 || db == 1 || da < 0 || db < 0, "batch dims of A and B do not broadcast: ",
+                  da, " vs ", db);
+    out[i] = da == 1 ? db : db == 1 ? da : std::max(da, db);
   }
   return out;
 }

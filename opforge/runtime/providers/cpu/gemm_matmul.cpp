@@ -23,20 +23,6 @@ struct MatMulShape {
   bool a_vector = false, b_vector = false;  ///< 1-D operands, whose promoted dim is dropped
 };
 
-/// Numpy broadcasting where -1 (unknown during shape inference) may stand for any dim.
-Shape broadcast_batch(const Shape& a, const Shape& b) {
-  const size_t n = std::max(a.size(), b.size());
-  Shape out(n);
-  for (size_t i = 0; i < n; ++i) {
-    const int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
-    const int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    OPFORGE_CHECK(da == db || da == 1 || db == 1 || da < 0 || db < 0, "batch dims of A and B do not broadcast: ",
-                  da, " vs ", db);
-    out[i] = da == 1 ? db : db == 1 ? da : std::max(da, db);
-  }
-  return out;
-}
-
 MatMulShape matmul_shape(const Tensor& a, const Tensor& b) {
   OPFORGE_CHECK(a.ndim() >= 1 && b.ndim() >= 1, "MatMul inputs must have rank >= 1, got ranks ", a.ndim(),
                 " and ", b.ndim());
@@ -55,7 +41,7 @@ MatMulShape matmul_shape(const Tensor& a, const Tensor& b) {
   OPFORGE_CHECK(s.k < 0 || kb < 0 || s.k == kb, "inner dimensions differ: A has K=", s.k, " but B has K=", kb);
   s.batch_a.assign(as.begin(), as.end() - 2);
   s.batch_b.assign(bs.begin(), bs.end() - 2);
-  s.batch = broadcast_batch(s.batch_a, s.batch_b);
+  s.batch = opforge_cpu::broadcast_batch(s.batch_a, s.batch_b);
   return s;
 }
 

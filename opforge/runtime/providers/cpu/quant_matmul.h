@@ -38,15 +38,7 @@ inline QMatMulShape qmatmul_shape(const Tensor& a, const Tensor& b) {
   OPFORGE_CHECK(s.k < 0 || kb < 0 || s.k == kb, "inner dimensions differ: A has K=", s.k, " but B has K=", kb);
   s.batch_a.assign(as.begin(), as.end() - 2);
   s.batch_b.assign(bs.begin(), bs.end() - 2);
-  const size_t rank = std::max(s.batch_a.size(), s.batch_b.size());
-  s.batch.assign(rank, 1);
-  for (size_t i = 0; i < rank; ++i) {
-    const int64_t da = i < rank - s.batch_a.size() ? 1 : s.batch_a[i - (rank - s.batch_a.size())];
-    const int64_t db = i < rank - s.batch_b.size() ? 1 : s.batch_b[i - (rank - s.batch_b.size())];
-    OPFORGE_CHECK(da == db || da == 1 || db == 1 || da < 0 || db < 0, "batch dims of A and B do not broadcast: ", da,
-                  " vs ", db);
-    s.batch[i] = da == 1 ? db : db == 1 ? da : std::max(da, db);
-  }
+  s.batch = opforge_cpu::broadcast_batch(s.batch_a, s.batch_b);
   return s;
 }
 
