@@ -74,23 +74,6 @@ def custom_op_model(width: int, depth: int) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
 
 
-def rows_for(seconds: float, model_bytes: bytes, custom_ops, make_rows, batch_size: int) -> int:
-    """Rows that one single-threaded in-process session runs in about ``seconds``: a multiple of
-    40 blocks, and at least 40 batches."""
-    options = opforge.SessionOptions()
-    options.intra_op_num_threads = 1
-    session = opforge.InferenceSession(model_bytes, options, custom_ops=[opforge.load_dir(p) for p in custom_ops])
-    first = session.get_inputs()[0]
-    feed = {first.name: make_rows(1 if first.shape[:1] == [1] else batch_size)}
-    session.run(None, feed)
-    start, runs = time.perf_counter(), 0
-    while time.perf_counter() - start < 0.5:
-        session.run(None, feed)
-        runs += 1
-    per_row = (time.perf_counter() - start) / (runs * len(feed[first.name]))
-    return max(int(seconds / per_row) // (40 * batch_size), 1) * 40 * batch_size
-
-
 def rate(run, dataset) -> tuple:
     """(rows/s, start-up s) of one execution, read from the arrival times of its output blocks:
     the rows after the first tenth over the time they took, and the time to the first block."""
@@ -143,8 +126,18 @@ def plain_scaling(model_bytes: bytes, ops: list, rows: np.ndarray) -> float:
         return sum(f.result() for f in both) / alone
 
 
-def measure(name, model_bytes, make_rows, custom_ops, batch_size, rows, repeats) -> list:
-    """40 blocks: a worker idles at most for the last one."""
+def sample_rows(model_bytes: bytes, ops: list, make_rows, batch_size: int) -> np.ndarray:
+    """One run's input as a worker feeds it: a batch, or one row for a model of fixed batch 1."""
+    first = opforge.InferenceSession(model_bytes, custom_ops=[opforge.load_dir(p) for p in ops]).get_inputs()[0]
+    return make_rows(1 if first.shape[:1] == [1] else batch_size)
+
+
+def measure(name, model_bytes, make_rows, custom_ops, batch_size, seconds, repeats) -> list:
+    """The model over a dataset that one single-threaded session runs in about ``seconds`` (at least
+    40 batches), in 40 blocks: a worker idles at most for the last one."""
+    ops = [str(p) for p in custom_ops]
+    sample = sample_rows(model_bytes, ops, make_rows, batch_size)
+    rows = max(int(seconds * _plain_rate(model_bytes, ops, sample, 0.5)) // (40 * batch_size), 1) * 40 * batch_size
     dataset = ray.data.from_numpy(make_rows(rows)).repartition(40, shuffle=False).materialize()
     threads = 1   # one core per worker, as Ray schedules them: linear scaling is then 2x
     table = []
@@ -160,9 +153,7 @@ def measure(name, model_bytes, make_rows, custom_ops, batch_size, rows, repeats)
             del runs["onnxruntime"]     # onnxruntime cannot run opforge's custom ops
         result = steady_state(runs, dataset, repeats)
         table.append((name, workers, result["opforge"], result.get("onnxruntime")))
-    one_row = opforge.InferenceSession(model_bytes, custom_ops=[opforge.load_dir(p) for p in custom_ops]) \
-        .get_inputs()[0].shape[:1] == [1]
-    plain = plain_scaling(model_bytes, [str(p) for p in custom_ops], make_rows(1 if one_row else batch_size))
+    plain = plain_scaling(model_bytes, ops, sample)
     return [row + (plain,) for row in table]
 
 
@@ -184,12 +175,11 @@ def main() -> None:
     shape = opforge.InferenceSession(zoo).get_inputs()[0].shape[1:]   # the input to feed, not a weight
     zoo_rows = lambda n: rng.standard_normal([n] + shape).astype(np.float32)  # noqa: E731
     zoo_bytes = zoo.SerializeToString()
-    table = measure(args.model, zoo_bytes, zoo_rows, (), args.batch_size,
-                    rows_for(args.seconds, zoo_bytes, (), zoo_rows, args.batch_size), args.repeats)
+    table = measure(args.model, zoo_bytes, zoo_rows, (), args.batch_size, args.seconds, args.repeats)
     custom = custom_op_model(args.width, args.depth).SerializeToString()
     custom_rows = lambda n: rng.standard_normal((n, args.width)).astype(np.float32)  # noqa: E731
     table += measure(f"custom ops, {args.depth}x{args.width}", custom, custom_rows, [OPS], args.batch_size * 16,
-                     rows_for(args.seconds, custom, [OPS], custom_rows, args.batch_size * 16), args.repeats)
+                     args.seconds, args.repeats)
     demo = build_model().SerializeToString()
     tiny = ray.data.from_numpy(rng.standard_normal((2000, 8)).astype(np.float32)).repartition(40).materialize()
     (batches_per_s, _), = steady_state({"opforge": lambda d: opforge.ray.predict(
