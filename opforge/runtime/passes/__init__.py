@@ -6,7 +6,6 @@ from typing import Callable
 
 from opforge.runtime.graph.graph import Graph
 from opforge.runtime.graph.shapes import InferredTypes
-from opforge.runtime.graph.shapes import InferredTypes
 from opforge.runtime.options import GraphOptimizationLevel
 from opforge.runtime.passes.cancel_transposes import cancel_transposes
 from opforge.runtime.passes.constant_folding import fold_constants
@@ -24,6 +23,7 @@ from opforge.runtime.passes.fuse_matmul_add import fuse_matmul_add
 from opforge.runtime.passes.fuse_qdq import fuse_qdq
 from opforge.runtime.passes.merge_reshapes import merge_reshapes
 from opforge.runtime.passes.pack_matmul_weights import pack_matmul_weights
+from opforge.runtime.passes.upcast_float16 import upcast_float16
 
 
 @dataclass
@@ -64,9 +64,17 @@ def passes_for(level: int) -> list[GraphPass]:
 CPU_ONLY = (fuse_qdq, fuse_dynamic_quant, fuse_gelu, fuse_conv_add, fuse_conv_activation)
 
 
+# Passes every level runs, first: without them a model would leave the native kernels. As
+# onnxruntime's InsertCastTransformer, upcast_float16 is not an optimization but how float16
+# nodes reach float32 kernels; a session with nodes on CUDA leaves float16 to that provider.
+REQUIRED = [upcast_float16]
+
+
 def run_passes(graph: Graph, level: int, context: PassContext) -> dict[str, int]:
-    """Run the passes for ``level`` on ``graph`` in place; return nodes changed per pass."""
-    chosen = [p for p in passes_for(level) if not (context.on_device and p in CPU_ONLY)]
+    """Run the required passes, then those for ``level``, on ``graph`` in place; return nodes
+    changed per pass."""
+    chosen = [p for p in REQUIRED if not context.on_device]
+    chosen += [p for p in passes_for(level) if not (context.on_device and p in CPU_ONLY)]
     return {graph_pass.__name__: graph_pass(graph, context) for graph_pass in chosen}
 
 
