@@ -40,6 +40,8 @@ class Dispatcher:
         opset = self.opset(node)
         if self.types is not None and not node.input_types:
             node.input_types = [self.types.get(name) if name else None for name in node.inputs]
+        if self.types is not None and not node.output_types:
+            node.output_types = [self.types.get(name) if name else None for name in node.outputs]
         if is_control_flow(node):
             return bind_control_flow(node, opset, self.compile)
         reasons = []

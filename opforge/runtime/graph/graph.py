@@ -67,6 +67,9 @@ class Node:
     attr_types: dict[str, int] = field(default_factory=dict)
     input_types: list = field(default_factory=list)
     """TensorType (or None) per input, filled from shape inference before kernels are bound."""
+    output_types: list = field(default_factory=list)
+    """TensorType (or None) per output, filled the same way (a kernel whose inputs do not say
+    its output type, DictVectorizer's map say, reads it here)."""
 
     @property
     def label(self) -> str:

@@ -72,7 +72,7 @@ def upcast_float16(graph: Graph, context) -> int:
             if readers or name in uses.outputs or name in uses.implicit:
                 graph.nodes.insert(graph.nodes.index(node) + 1,
                                    _cast(wide_name, name, onnx.TensorProto.FLOAT16, node))
-        node.input_types = []   # bound again from the types, now float32
+        node.input_types, node.output_types = [], []   # bound again from the types, now float32
     for cast, before in casts:
         graph.nodes.insert(graph.nodes.index(before), cast)
     return len(chosen)
