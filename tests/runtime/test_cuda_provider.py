@@ -273,6 +273,51 @@ def test_python_ops_keep_working_in_cuda_sessions(numpy_gpu):
     assert sess.run(None, {"x": np.array([-1.0, 3.0], np.float32)})[0].tolist() == [0.0, 6.0]
 
 
+def twice_model():
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Twice", ["a"], ["b"], domain="com.test"),
+             helper.make_node("Relu", ["b"], ["y"])]
+    return helper.make_model(helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [2])],
+                                               [helper.make_tensor_value_info("y", F, [2])]),
+                             opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.test", 1)])
+
+
+def test_python_op_declaring_gpu_sees_device_arrays(numpy_gpu):
+    """gpu=True: in a CUDA session the op gets and returns device arrays, with no copies around
+    it; its infer still types its output; in a CPU session it gets numpy."""
+    from cuda_support import OnDevice
+
+    seen = []
+
+    @opforge.custom_op("Twice", domain="com.test", gpu=True, infer=lambda x: [x])
+    def twice(x):
+        seen.append(type(x))
+        return x * 2
+
+    proto = twice_model().SerializeToString()
+    sess = opforge.InferenceSession(proto, providers=["CUDAExecutionProvider"], custom_ops=[twice])
+    assert [(op, p) for _, op, p in sess.node_providers()] == [
+        ("MemcpyFromHost", CUDA), ("Relu", CUDA), ("Twice", CUDA), ("Relu", CUDA), ("MemcpyToHost", CUDA)]
+    assert sess.types.get("b").dtype == np.float32   # the op's infer, asked in a CUDA session
+    x = np.array([-1.0, 3.0], np.float32)
+    for _ in range(2):   # the recording run, then the compiled plan
+        assert sess.run(None, {"x": x})[0].tolist() == [0.0, 6.0]
+    assert seen == [OnDevice, OnDevice]
+    host = opforge.InferenceSession(proto, custom_ops=[twice])
+    assert host.run(None, {"x": x})[0].tolist() == [0.0, 6.0] and seen[-1] is np.ndarray
+
+
+def test_python_op_result_in_host_memory_is_moved_to_the_device(numpy_gpu):
+    @opforge.custom_op("Twice", domain="com.test", gpu=True)
+    def twice(x):
+        return np.asarray(x) * 2   # a numpy result from a gpu=True op
+
+    sess = opforge.InferenceSession(twice_model().SerializeToString(), providers=["CUDAExecutionProvider"],
+                                    custom_ops=[twice])
+    uploads = numpy_gpu.uploads
+    assert sess.run(None, {"x": np.array([-1.0, 3.0], np.float32)})[0].tolist() == [0.0, 6.0]
+    assert numpy_gpu.uploads == uploads + 2   # x, and the op's result
+
+
 def test_control_flow_bodies_run_on_the_host(numpy_gpu):
     then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [],
                              [helper.make_tensor_value_info("t", F, [2])])
