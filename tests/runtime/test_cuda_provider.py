@@ -256,6 +256,8 @@ def test_nodes_without_a_cuda_kernel_run_on_cpu_with_copies(numpy_gpu):
         ("MemcpyFromHost", CUDA), ("Relu", CUDA), ("MemcpyToHost", CUDA)]
     x = np.array([-1.0, 0.5, 2.0], np.float32)
     np.testing.assert_allclose(sess.run(None, {"x": x})[0], [0.0, np.arctan(0.5), np.arctan(2.0)], rtol=1e-6)
+    steps = sess.memory_plan({"x": x}).dump().splitlines()[1:8]   # the compiled plan shows the same
+    assert [line.split()[-2:] for line in steps] == [[op, p] for _, op, p in sess.node_providers()]
 
 
 def test_python_ops_keep_working_in_cuda_sessions(numpy_gpu):
