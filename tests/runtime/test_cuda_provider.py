@@ -511,3 +511,45 @@ def test_io_binding_with_cupy_in_and_out():
     got = sess.run_with_ort_values(None, {"x": opforge.OrtValue(cupy.asarray(x), "cuda", 0)})[0]
     assert isinstance(got.value(), cupy.ndarray)
     np.testing.assert_allclose(got.numpy(), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.fixture
+def stand_in_cupy(monkeypatch):
+    import sys
+
+    import fake_cupy
+
+    cp = fake_cupy.module()
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    return cp
+
+
+def test_provider_options_pick_the_gpu_stream_and_memory_limit(stand_in_cupy):
+    """device_id, gpu_mem_limit and user_compute_stream, as onnxruntime names them, on the
+    provider's device object (with a stand-in cupy: the device is made without a GPU)."""
+    from opforge.runtime.providers.cuda.device import CudaDevice
+
+    device = CudaDevice({"device_id": 1, "gpu_mem_limit": 1 << 20})
+    assert (device.id, device.name, device.pool.get_limit()) == (1, "cuda:1", 1 << 20)
+    assert device.stream.non_blocking and device.stream_ptr not in (0, None)
+    with device.active():
+        assert stand_in_cupy.cuda.Device().id == 1
+        assert stand_in_cupy.cuda.get_current_stream() is device.stream
+    assert stand_in_cupy.allocators == [device.pool.malloc]
+    assert stand_in_cupy.cuda.Device().id == 0   # restored after the block
+    caller = CudaDevice({"user_compute_stream": str(0x4660)})   # onnxruntime passes it as text too
+    assert caller.stream_ptr == 0x4660 and caller.id == 0 and caller.pool.get_limit() == 0
+    value = device.upload(np.arange(3, dtype=np.float32))
+    assert hasattr(value, "__cuda_array_interface__") and value.device.id == 1
+    assert device.download(value).tolist() == [0.0, 1.0, 2.0]
+
+
+def test_session_passes_provider_options_to_its_gpu(stand_in_cupy, monkeypatch):
+    from opforge.runtime import session as session_module
+
+    monkeypatch.setattr(session_module, "_cuda_usable", lambda: True)
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", F, [2])],
+                       [helper.make_tensor_value_info("y", F, [2])])
+    options = {"device_id": 1, "gpu_mem_limit": 4096, "user_compute_stream": 0x77}
+    sess = opforge.InferenceSession(model.SerializeToString(), providers=[("CUDAExecutionProvider", options)])
+    assert (sess.device.id, sess.device.pool.get_limit(), sess.device.stream_ptr) == (1, 4096, 0x77)
