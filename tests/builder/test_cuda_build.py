@@ -1,5 +1,6 @@
 """CUDA builds on any machine with nvcc (no GPU needed): compile, link, load, read the op table,
 header edits, compile errors, architectures and cache keys, and a missing toolchain."""
+import os
 import shutil
 import subprocess
 import sys
@@ -63,6 +64,54 @@ def test_calling_a_cuda_op_without_a_device_says_so(cache_dir, tmp_path, one_arc
     x = np.ones(4, np.float32)
     with pytest.raises(opforge.OpError, match="^scale: no CUDA device is available"):
         handle.run([x], [np.empty_like(x)], handle.attrs({}))
+
+
+# Records every attempt to import cupy (whether or not it is installed), then runs `code`.
+NO_CUPY_PROBE = """
+import sys
+attempts = []
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("cupy", "cupyx"):
+            attempts.append(name)
+        return None
+sys.meta_path.insert(0, Watch())
+"""
+
+
+@requires_nvcc
+def test_cupy_is_imported_only_by_a_cuda_call(cache_dir, tmp_path, one_arch):
+    """import opforge, loading a CUDA library, reading its op table, calling its CPU op and a
+    CPU session with it import no cupy; calling a CUDA op does (or says why it cannot)."""
+    lib = build(copy_ops(tmp_path / "ops"))   # built here; the child loads it from the cache
+    code = NO_CUPY_PROBE + f"""
+import numpy as np, opforge
+sys.path.insert(0, {str(Path(__file__).parents[1])!r})
+from cuda_support import build_test_library
+from pathlib import Path
+lib = build_test_library(Path({str(tmp_path / "ops")!r}))
+assert lib.__file__ == {lib.__file__!r}
+names = [h.name for h in lib.op_table]
+lib.numel(np.ones(3, np.float32))
+from onnx import helper, TensorProto
+graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+sess = opforge.InferenceSession(helper.make_model(graph).SerializeToString(), custom_ops=[lib])
+sess.run(None, {{"x": np.ones(2, np.float32)}})
+opforge.get_available_providers()
+print("before", attempts)
+try:
+    lib.scale(np.ones(3, np.float32))
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+    env = {**os.environ, "OPFORGE_CACHE_DIR": str(cache_dir), "OPFORGE_CUDA_ARCH": "80",
+           "PYTHONPATH": os.pathsep.join([str(Path(opforge.__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "before []" in out.stdout, out.stdout
+    assert "CUDA" in out.stdout.splitlines()[-1]   # the call refuses, naming CUDA
 
 
 @requires_nvcc

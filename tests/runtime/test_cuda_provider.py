@@ -320,6 +320,29 @@ def test_python_op_result_in_host_memory_is_moved_to_the_device(numpy_gpu):
     assert numpy_gpu.uploads == uploads + 2   # x, and the op's result
 
 
+def test_mappings_keep_working_in_cuda_sessions(numpy_gpu):
+    """A vendor op mapped to a standard one (one-to-one) and to a subgraph (one-to-many) before
+    partitioning: the ops it becomes run on the GPU."""
+    def scaled_add(n):
+        return [helper.make_node("Mul", [n.inputs[1], n.constant("alpha", np.float32(n.attrs["alpha"]))],
+                                 [n.temp("scaled")]),
+                helper.make_node("Add", [n.inputs[0], n.temp("scaled")], n.outputs)]
+
+    nodes = [helper.make_node("VendorLeaky", ["a"], ["l"], domain="com.vendor", slope=0.5),
+             helper.make_node("ScaledAdd", ["l", "b"], ["y"], domain="com.vendor", alpha=3.0)]
+    model = helper.make_model(helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, F, [3]) for n in "ab"],
+                                                [helper.make_tensor_value_info("y", F, [3])]),
+                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.vendor", 1)])
+    mappings = [opforge.OpMapping("com.vendor::1::VendorLeaky", target="LeakyRelu", attrs={"slope": "alpha"}),
+                opforge.OpMapping("com.vendor::1::ScaledAdd", subgraph=scaled_add)]
+    sess = opforge.InferenceSession(model.SerializeToString(), providers=["CUDAExecutionProvider"],
+                                    custom_ops=mappings)
+    placed = [(op, p) for _, op, p in sess.node_providers() if not op.startswith("Memcpy")]
+    assert placed == [("LeakyRelu", CUDA), ("Mul", CUDA), ("Add", CUDA)]
+    a, b = np.array([-2.0, 1.0, 2.0], np.float32), np.arange(3, dtype=np.float32)
+    np.testing.assert_allclose(sess.run(None, {"a": a, "b": b})[0], np.where(a > 0, a, 0.5 * a) + 3 * b)
+
+
 def test_control_flow_bodies_run_on_the_host(numpy_gpu):
     then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [],
                              [helper.make_tensor_value_info("t", F, [2])])
