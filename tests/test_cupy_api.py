@@ -16,7 +16,8 @@ import fake_cupy
 
 cupy = pytest.importorskip("cupy", reason="cupy is not installed (pip install cupy-cuda13x)")
 
-PACKAGE = Path(__file__).resolve().parents[1] / "opforge"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "opforge"
 ARRAY_MODULE = ("xp", "self.xp", "self.device.xp")   # the CUDA provider's kernels: cupy, or numpy in tests
 
 
@@ -63,10 +64,11 @@ def test_stand_in_arrays_offer_what_cupy_arrays_do():
         assert hasattr(fake_cupy.ndarray(np.ones(2)), name), name
 
 
-def attribute_chains(root_names) -> set:
-    """Dotted names used under `root_names` (e.g. 'cp' -> 'cuda.Device') in opforge's source."""
+def attribute_chains(root_names, folders=(PACKAGE,)) -> set:
+    """(file, dotted name) for names used under `root_names` (e.g. 'cp' -> 'cuda.Device') in
+    the Python files of `folders`, files named relative to the package."""
     found = set()
-    for path in PACKAGE.rglob("*.py"):
+    for path in [p for folder in folders for p in folder.rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Attribute):
                 continue
@@ -80,7 +82,8 @@ def attribute_chains(root_names) -> set:
             dotted = ".".join(reversed(parts))
             for root in root_names:
                 if dotted.startswith(root + "."):
-                    found.add((path.relative_to(PACKAGE).as_posix(), dotted[len(root) + 1:]))
+                    where = path.relative_to(PACKAGE if path.is_relative_to(PACKAGE) else ROOT)
+                    found.add((where.as_posix(), dotted[len(root) + 1:]))
     return found
 
 
@@ -99,8 +102,10 @@ def _longest_prefixes(chains) -> dict:
 
 
 def test_cupy_names_used_by_opforge_exist():
-    chains = attribute_chains(("cupy", "cp"))
+    """In the package, and in the GPU parts of the CUDA benchmark and example."""
+    chains = attribute_chains(("cupy", "cp"), (PACKAGE, ROOT / "benchmarks", ROOT / "examples"))
     assert any(name == "cuda.Device" for _, name in chains)   # the scan finds opforge's use
+    assert any(name == "ElementwiseKernel" for _, name in chains)   # and the benchmark's
     missing = []
     for name, where in _longest_prefixes(chains).items():
         try:

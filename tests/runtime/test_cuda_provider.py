@@ -576,3 +576,21 @@ def test_session_passes_provider_options_to_its_gpu(stand_in_cupy, monkeypatch):
     options = {"device_id": 1, "gpu_mem_limit": 4096, "user_compute_stream": 0x77}
     sess = opforge.InferenceSession(model.SerializeToString(), providers=[("CUDAExecutionProvider", options)])
     assert (sess.device.id, sess.device.pool.get_limit(), sess.device.stream_ptr) == (1, 4096, 0x77)
+
+
+def test_gpu_that_cupy_cannot_use_means_cpu_with_a_warning(stand_in_cupy, monkeypatch):
+    """The driver sees a GPU but is older than cupy's CUDA runtime: no CUDA provider, the
+    session warns with cupy's reason and runs on the CPU."""
+    from opforge.builder import cuda_driver
+
+    def too_old():
+        raise RuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient")
+
+    monkeypatch.setattr(cuda_driver, "_found", cuda_driver.DriverInfo(("80",), ""))
+    monkeypatch.setattr(stand_in_cupy.cuda.runtime, "getDeviceCount", too_old)
+    assert CUDA not in opforge.get_available_providers()
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", F, [2])],
+                       [helper.make_tensor_value_info("y", F, [2])])
+    with pytest.warns(RuntimeWarning, match="cupy cannot use the GPU .*InsufficientDriver"):
+        sess = opforge.InferenceSession(model.SerializeToString(), providers=["CUDAExecutionProvider"])
+    assert sess.get_providers()[0] == CPU and sess.device is None
