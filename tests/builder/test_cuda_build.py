@@ -1,5 +1,6 @@
 """CUDA builds on any machine with nvcc (no GPU needed): compile, link, load, read the op table,
 header edits, compile errors, architectures and cache keys, and a missing toolchain."""
+import os
 import shutil
 import subprocess
 import sys
@@ -63,6 +64,120 @@ def test_calling_a_cuda_op_without_a_device_says_so(cache_dir, tmp_path, one_arc
     x = np.ones(4, np.float32)
     with pytest.raises(opforge.OpError, match="^scale: no CUDA device is available"):
         handle.run([x], [np.empty_like(x)], handle.attrs({}))
+
+
+# Records every attempt to import cupy (whether or not it is installed), then runs `code`.
+NO_CUPY_PROBE = """
+import sys
+attempts = []
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("cupy", "cupyx"):
+            attempts.append(name)
+        return None
+sys.meta_path.insert(0, Watch())
+"""
+
+
+@requires_nvcc
+def test_cupy_is_imported_only_by_a_cuda_call(cache_dir, tmp_path, one_arch):
+    """import opforge, loading a CUDA library, reading its op table, calling its CPU op and a
+    CPU session with it import no cupy; calling a CUDA op does (or says why it cannot)."""
+    lib = build(copy_ops(tmp_path / "ops"))   # built here; the child loads it from the cache
+    code = NO_CUPY_PROBE + f"""
+import numpy as np, opforge
+sys.path.insert(0, {str(Path(__file__).parents[1])!r})
+from cuda_support import build_test_library
+from pathlib import Path
+lib = build_test_library(Path({str(tmp_path / "ops")!r}))
+assert lib.__file__ == {lib.__file__!r}
+names = [h.name for h in lib.op_table]
+lib.numel(np.ones(3, np.float32))
+from onnx import helper, TensorProto
+graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+sess = opforge.InferenceSession(helper.make_model(graph).SerializeToString(), custom_ops=[lib])
+sess.run(None, {{"x": np.ones(2, np.float32)}})
+opforge.get_available_providers()
+print("before", attempts)
+try:
+    lib.scale(np.ones(3, np.float32))
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+    env = {**os.environ, "OPFORGE_CACHE_DIR": str(cache_dir), "OPFORGE_CUDA_ARCH": "80",
+           "PYTHONPATH": os.pathsep.join([str(Path(opforge.__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "before []" in out.stdout, out.stdout
+    assert "CUDA" in out.stdout.splitlines()[-1]   # the call refuses, naming CUDA
+
+
+# A libcuda.so.1 of a driver that supports CUDA 12.4 and sees one sm_80 GPU: what the static
+# CUDA runtime asks of it (cuGetProcAddress_v2) and what opforge's driver probe calls directly.
+OLD_DRIVER = r"""
+#include <string.h>
+static int driver_get_version(int* v) { *v = 12040; return 0; }
+int cuInit(unsigned flags) { return 0; }
+int cuDriverGetVersion(int* v) { return driver_get_version(v); }
+int cuDeviceGetCount(int* n) { *n = 1; return 0; }
+int cuDeviceGet(int* d, int i) { *d = i; return 0; }
+int cuDeviceGetAttribute(int* v, int attr, int d) { *v = attr == 75 ? 8 : 0; return 0; }
+int cuGetErrorName(int e, const char** s) { *s = "CUDA_ERROR"; return 0; }
+int cuGetProcAddress_v2(const char* s, void** p, int v, unsigned long long f, int* found) {
+  void* fn = 0;
+  if (!strcmp(s, "cuDriverGetVersion")) fn = (void*)driver_get_version;
+  if (!strcmp(s, "cuInit")) fn = (void*)cuInit;
+  if (!strcmp(s, "cuGetProcAddress")) fn = (void*)cuGetProcAddress_v2;
+  *p = fn;
+  if (found) *found = fn ? 0 : 1;
+  return fn ? 0 : 500;
+}
+"""
+
+
+@requires_nvcc
+def test_too_old_driver_is_named_with_both_versions(cache_dir, tmp_path, one_arch):
+    """A driver older than the library's CUDA runtime: the call says so with both versions."""
+    lib = build(copy_ops(tmp_path / "ops"))
+    driver = tmp_path / "driver"
+    driver.mkdir()
+    (driver / "libcuda.c").write_text(OLD_DRIVER)
+    subprocess.run([shutil.which("cc") or "gcc", "-shared", "-fPIC", "-o", str(driver / "libcuda.so.1"),
+                    str(driver / "libcuda.c")], check=True)
+    code = f"""
+import numpy as np, opforge
+from opforge.builder.cuda_driver import driver_info
+print("driver sees", driver_info().capabilities)
+lib = opforge.CustomOpBuilder("cuda_test_ops", {[str(tmp_path / "ops" / s) for s in ("elementwise.cu", "launch.cu", "host_ops.cpp")]!r},
+                              extra_include_paths=[{str(tmp_path / "ops")!r}]).load()
+assert lib.__file__ == {lib.__file__!r}
+handle = lib.scale.handle
+x = np.ones(4, np.float32)
+try:
+    handle.run([x], [np.empty_like(x)], handle.attrs({{}}))
+except opforge.OpError as exc:
+    print(exc)
+"""
+    env = {**os.environ, "OPFORGE_CACHE_DIR": str(cache_dir), "OPFORGE_CUDA_ARCH": "80",
+           "LD_LIBRARY_PATH": str(driver),
+           "PYTHONPATH": os.pathsep.join([str(Path(opforge.__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    seen, message = out.stdout.strip().splitlines()[-2:]
+    assert seen == "driver sees ('80',)"   # the driver itself answers: only the runtime finds it too old
+    release = ".".join(build_nvcc_release().split(".")[:2])
+    assert message == (f"scale: the NVIDIA driver is too old: it supports CUDA 12.4, but this library was "
+                       f"built with the CUDA {release} runtime; update the driver, or build with an nvcc of "
+                       f"CUDA 12.4 or older (set NVCC)")
+
+
+def build_nvcc_release() -> str:
+    from opforge.builder.cuda_toolchain import probe
+    from cuda_support import nvcc_path
+
+    return probe(nvcc_path())["release"]
 
 
 @requires_nvcc

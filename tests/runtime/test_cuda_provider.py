@@ -256,6 +256,8 @@ def test_nodes_without_a_cuda_kernel_run_on_cpu_with_copies(numpy_gpu):
         ("MemcpyFromHost", CUDA), ("Relu", CUDA), ("MemcpyToHost", CUDA)]
     x = np.array([-1.0, 0.5, 2.0], np.float32)
     np.testing.assert_allclose(sess.run(None, {"x": x})[0], [0.0, np.arctan(0.5), np.arctan(2.0)], rtol=1e-6)
+    steps = sess.memory_plan({"x": x}).dump().splitlines()[1:8]   # the compiled plan shows the same
+    assert [line.split()[-2:] for line in steps] == [[op, p] for _, op, p in sess.node_providers()]
 
 
 def test_python_ops_keep_working_in_cuda_sessions(numpy_gpu):
@@ -271,6 +273,74 @@ def test_python_ops_keep_working_in_cuda_sessions(numpy_gpu):
     sess = opforge.InferenceSession(model.SerializeToString(), providers=["CUDAExecutionProvider"],
                                     custom_ops=[twice])
     assert sess.run(None, {"x": np.array([-1.0, 3.0], np.float32)})[0].tolist() == [0.0, 6.0]
+
+
+def twice_model():
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Twice", ["a"], ["b"], domain="com.test"),
+             helper.make_node("Relu", ["b"], ["y"])]
+    return helper.make_model(helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [2])],
+                                               [helper.make_tensor_value_info("y", F, [2])]),
+                             opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.test", 1)])
+
+
+def test_python_op_declaring_gpu_sees_device_arrays(numpy_gpu):
+    """gpu=True: in a CUDA session the op gets and returns device arrays, with no copies around
+    it; its infer still types its output; in a CPU session it gets numpy."""
+    from cuda_support import OnDevice
+
+    seen = []
+
+    @opforge.custom_op("Twice", domain="com.test", gpu=True, infer=lambda x: [x])
+    def twice(x):
+        seen.append(type(x))
+        return x * 2
+
+    proto = twice_model().SerializeToString()
+    sess = opforge.InferenceSession(proto, providers=["CUDAExecutionProvider"], custom_ops=[twice])
+    assert [(op, p) for _, op, p in sess.node_providers()] == [
+        ("MemcpyFromHost", CUDA), ("Relu", CUDA), ("Twice", CUDA), ("Relu", CUDA), ("MemcpyToHost", CUDA)]
+    assert sess.types.get("b").dtype == np.float32   # the op's infer, asked in a CUDA session
+    x = np.array([-1.0, 3.0], np.float32)
+    for _ in range(2):   # the recording run, then the compiled plan
+        assert sess.run(None, {"x": x})[0].tolist() == [0.0, 6.0]
+    assert seen == [OnDevice, OnDevice]
+    host = opforge.InferenceSession(proto, custom_ops=[twice])
+    assert host.run(None, {"x": x})[0].tolist() == [0.0, 6.0] and seen[-1] is np.ndarray
+
+
+def test_python_op_result_in_host_memory_is_moved_to_the_device(numpy_gpu):
+    @opforge.custom_op("Twice", domain="com.test", gpu=True)
+    def twice(x):
+        return np.asarray(x) * 2   # a numpy result from a gpu=True op
+
+    sess = opforge.InferenceSession(twice_model().SerializeToString(), providers=["CUDAExecutionProvider"],
+                                    custom_ops=[twice])
+    uploads = numpy_gpu.uploads
+    assert sess.run(None, {"x": np.array([-1.0, 3.0], np.float32)})[0].tolist() == [0.0, 6.0]
+    assert numpy_gpu.uploads == uploads + 2   # x, and the op's result
+
+
+def test_mappings_keep_working_in_cuda_sessions(numpy_gpu):
+    """A vendor op mapped to a standard one (one-to-one) and to a subgraph (one-to-many) before
+    partitioning: the ops it becomes run on the GPU."""
+    def scaled_add(n):
+        return [helper.make_node("Mul", [n.inputs[1], n.constant("alpha", np.float32(n.attrs["alpha"]))],
+                                 [n.temp("scaled")]),
+                helper.make_node("Add", [n.inputs[0], n.temp("scaled")], n.outputs)]
+
+    nodes = [helper.make_node("VendorLeaky", ["a"], ["l"], domain="com.vendor", slope=0.5),
+             helper.make_node("ScaledAdd", ["l", "b"], ["y"], domain="com.vendor", alpha=3.0)]
+    model = helper.make_model(helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, F, [3]) for n in "ab"],
+                                                [helper.make_tensor_value_info("y", F, [3])]),
+                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.vendor", 1)])
+    mappings = [opforge.OpMapping("com.vendor::1::VendorLeaky", target="LeakyRelu", attrs={"slope": "alpha"}),
+                opforge.OpMapping("com.vendor::1::ScaledAdd", subgraph=scaled_add)]
+    sess = opforge.InferenceSession(model.SerializeToString(), providers=["CUDAExecutionProvider"],
+                                    custom_ops=mappings)
+    placed = [(op, p) for _, op, p in sess.node_providers() if not op.startswith("Memcpy")]
+    assert placed == [("LeakyRelu", CUDA), ("Mul", CUDA), ("Add", CUDA)]
+    a, b = np.array([-2.0, 1.0, 2.0], np.float32), np.arange(3, dtype=np.float32)
+    np.testing.assert_allclose(sess.run(None, {"a": a, "b": b})[0], np.where(a > 0, a, 0.5 * a) + 3 * b)
 
 
 def test_control_flow_bodies_run_on_the_host(numpy_gpu):
@@ -464,3 +534,63 @@ def test_io_binding_with_cupy_in_and_out():
     got = sess.run_with_ort_values(None, {"x": opforge.OrtValue(cupy.asarray(x), "cuda", 0)})[0]
     assert isinstance(got.value(), cupy.ndarray)
     np.testing.assert_allclose(got.numpy(), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.fixture
+def stand_in_cupy(monkeypatch):
+    import sys
+
+    import fake_cupy
+
+    cp = fake_cupy.module()
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    return cp
+
+
+def test_provider_options_pick_the_gpu_stream_and_memory_limit(stand_in_cupy):
+    """device_id, gpu_mem_limit and user_compute_stream, as onnxruntime names them, on the
+    provider's device object (with a stand-in cupy: the device is made without a GPU)."""
+    from opforge.runtime.providers.cuda.device import CudaDevice
+
+    device = CudaDevice({"device_id": 1, "gpu_mem_limit": 1 << 20})
+    assert (device.id, device.name, device.pool.get_limit()) == (1, "cuda:1", 1 << 20)
+    assert device.stream.non_blocking and device.stream_ptr not in (0, None)
+    with device.active():
+        assert stand_in_cupy.cuda.Device().id == 1
+        assert stand_in_cupy.cuda.get_current_stream() is device.stream
+    assert stand_in_cupy.allocators == [device.pool.malloc]
+    assert stand_in_cupy.cuda.Device().id == 0   # restored after the block
+    caller = CudaDevice({"user_compute_stream": str(0x4660)})   # onnxruntime passes it as text too
+    assert caller.stream_ptr == 0x4660 and caller.id == 0 and caller.pool.get_limit() == 0
+    value = device.upload(np.arange(3, dtype=np.float32))
+    assert hasattr(value, "__cuda_array_interface__") and value.device.id == 1
+    assert device.download(value).tolist() == [0.0, 1.0, 2.0]
+
+
+def test_session_passes_provider_options_to_its_gpu(stand_in_cupy, monkeypatch):
+    from opforge.runtime import session as session_module
+
+    monkeypatch.setattr(session_module, "_cuda_usable", lambda: True)
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", F, [2])],
+                       [helper.make_tensor_value_info("y", F, [2])])
+    options = {"device_id": 1, "gpu_mem_limit": 4096, "user_compute_stream": 0x77}
+    sess = opforge.InferenceSession(model.SerializeToString(), providers=[("CUDAExecutionProvider", options)])
+    assert (sess.device.id, sess.device.pool.get_limit(), sess.device.stream_ptr) == (1, 4096, 0x77)
+
+
+def test_gpu_that_cupy_cannot_use_means_cpu_with_a_warning(stand_in_cupy, monkeypatch):
+    """The driver sees a GPU but is older than cupy's CUDA runtime: no CUDA provider, the
+    session warns with cupy's reason and runs on the CPU."""
+    from opforge.builder import cuda_driver
+
+    def too_old():
+        raise RuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient")
+
+    monkeypatch.setattr(cuda_driver, "_found", cuda_driver.DriverInfo(("80",), ""))
+    monkeypatch.setattr(stand_in_cupy.cuda.runtime, "getDeviceCount", too_old)
+    assert CUDA not in opforge.get_available_providers()
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", F, [2])],
+                       [helper.make_tensor_value_info("y", F, [2])])
+    with pytest.warns(RuntimeWarning, match="cupy cannot use the GPU .*InsufficientDriver"):
+        sess = opforge.InferenceSession(model.SerializeToString(), providers=["CUDAExecutionProvider"])
+    assert sess.get_providers()[0] == CPU and sess.device is None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -49,6 +49,7 @@ class CompiledPlan:
     slots: dict
     outputs: list
     memory: memory.MemoryPlan
+    steps: list = field(default_factory=list)   # (node name, op type, provider) per step
 
     def run(self, env: dict, run_options=None) -> list:
         feeds = [(self.slots[name], value if not isinstance(value, np.ndarray)
@@ -56,8 +57,11 @@ class CompiledPlan:
         return self.core.run(feeds, [self.slots[n] for n in self.outputs], run_options)
 
     def dump(self) -> str:
-        """The memory plan as a table, and the step count."""
-        return f"{self.core.num_steps} steps\n{self.memory.dump()}"
+        """The steps with the provider each runs on (copies between devices included), then
+        the memory plan as a table."""
+        lines = [f"{self.core.num_steps} steps"]
+        lines += [f"  {label[:40]:<42}{op:<24}{provider}" for label, op, provider in self.steps]
+        return "\n".join(lines + [self.memory.dump()])
 
     def __repr__(self) -> str:
         return self.dump()
@@ -116,7 +120,9 @@ def compile_plan(executor: Executor, record: Recording, env: dict, pool) -> Comp
     native = _native_steps(record)
     for index, step in enumerate(executor.steps):
         _add_step(core, step, slots, mem, index, index in native)
-    return CompiledPlan(core, slots, outputs, mem)
+    steps = [(step.node.name or f"-> {step.node.outputs[0] if step.node.outputs else '?'}", step.node.op_type,
+              step.kernel.provider) for step in executor.steps]
+    return CompiledPlan(core, slots, outputs, mem, steps)
 
 
 def _add_step(core, step, slots: dict, mem: memory.MemoryPlan, index: int, native: bool) -> None:

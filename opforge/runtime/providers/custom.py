@@ -6,7 +6,7 @@ import numpy as np
 
 from opforge.runtime.graph.types import TensorType
 from opforge.runtime.providers.native import CODE_DTYPES, DTYPE_CODES, NativeFactory, attribute_values
-from opforge.runtime.providers.python_op import PythonOp, python_infer
+from opforge.runtime.providers.python_op import DeviceBinding, PythonOp, python_infer
 from opforge.runtime.providers.registry import CPU, CUDA
 
 
@@ -15,7 +15,8 @@ def register(registry, custom, pool, allow_fallback: bool = True, device=None) -
     session layer: it overrides built-ins).
 
     CUDA ops run on `device` (the session's GPU); without one they decline their nodes with
-    the reason, unless a CPU op of the same name and version (a CPU twin) takes them.
+    the reason, unless a CPU op of the same name and version (a CPU twin) takes them. Python
+    ops run on the CPU, and also on `device` when they declare gpu=True.
     """
     from opforge.runtime.providers.cuda.custom_op import DeviceOpFactory
 
@@ -28,6 +29,8 @@ def register(registry, custom, pool, allow_fallback: bool = True, device=None) -
                           NativeFactory(handle, CPU, pool, allow_fallback))
     for op in custom.python_ops:
         registry.register(op.domain, op.op_type, op.since, CPU, op.bind)
+        if op.gpu and device is not None:
+            registry.register(op.domain, op.op_type, op.since, CUDA, DeviceBinding(op, device))
 
 
 def make_custom_infer(registry, providers, opsets):
@@ -37,7 +40,7 @@ def make_custom_infer(registry, providers, opsets):
         factory = registry.resolve(node.domain, node.op_type, opsets.get(node.domain, 1), providers)
         if isinstance(factory, NativeFactory):
             return _native_infer(factory.handle, node, input_types)
-        op = getattr(factory, "__self__", None)
+        op = factory.op if isinstance(factory, DeviceBinding) else getattr(factory, "__self__", None)
         if isinstance(op, PythonOp) and op.infer is not None:
             return python_infer(op, node, input_types)
         return None

@@ -9,6 +9,10 @@ The function takes the node's inputs as numpy arrays (None for an absent optiona
 attributes as keyword arguments, and returns an array or a tuple of arrays. `infer` gets each
 input's TensorType(dtype, shape) and the attributes and returns one TensorType (or a
 (dtype, shape) pair) per output; without it, output types are known only at run time.
+
+In a CUDA session a Python op runs on the CPU, its inputs copied to the host, unless it says
+`gpu=True`: it then takes and returns cupy arrays on the session's GPU (a function written with
+array methods, or `cupy.get_array_module(x)`, runs on either), and on the CPU elsewhere.
 """
 from __future__ import annotations
 
@@ -34,18 +38,31 @@ class PythonOp:
     attrs: dict = field(default_factory=dict)
     infer: Callable | None = None
     dtypes: dict = field(default_factory=dict)   # input name -> allowed dtype names
+    gpu: bool = False     # takes and returns GPU (cupy) arrays in a CUDA session
 
     def __call__(self, *inputs, **attrs):
         """Eager call: the function itself, with attribute defaults filled."""
         return self.fn(*inputs, **{**self.attrs, **attrs})
 
-    def bind(self, node, opset: int) -> "PythonKernel":
-        """The registry factory: checks the node's attributes against the schema."""
+    def bind(self, node, opset: int, device=None) -> "PythonKernel":
+        """The registry factory: checks the node's attributes against the schema. With
+        `device` (a gpu=True op in a CUDA session) the kernel works in that device's memory."""
         unknown = sorted(set(node.attrs) - set(self.attrs))
         if unknown:
             raise KernelError(f"{node.label}: Python op {self.op_type} has no attribute(s) "
                               f"{', '.join(unknown)}; it takes {sorted(self.attrs) or 'none'}")
-        return PythonKernel(self, node, {**self.attrs, **_plain(node)})
+        attrs = {**self.attrs, **_plain(node)}
+        return PythonKernel(self, node, attrs) if device is None else DevicePythonKernel(self, node, attrs, device)
+
+
+class DeviceBinding:
+    """The registry factory of a gpu=True Python op in a session with a GPU."""
+
+    def __init__(self, op: PythonOp, device):
+        self.op, self.device = op, device
+
+    def __call__(self, node, opset: int) -> "DevicePythonKernel":
+        return self.op.bind(node, opset, self.device)
 
 
 def _plain(node) -> dict:
@@ -74,10 +91,13 @@ class PythonKernel:
         if len(outputs) < len(self.node.outputs):
             raise KernelError(f"{self.node.label}: Python op {self.op.op_type} returned "
                               f"{len(outputs)} value(s) for {len(self.node.outputs)} output(s)")
-        outputs = [np.asarray(v) if v is not None else None for v in outputs]
+        outputs = [self.as_array(v) if v is not None else None for v in outputs]
         if self.op.infer is not None:
             self._check(inputs, outputs)
         return outputs
+
+    def as_array(self, value):
+        return np.asarray(value)
 
     def _check(self, inputs: list, outputs: list) -> None:
         """Each output the node names has the dtype and shape the op's infer gives for these
@@ -95,6 +115,20 @@ class PythonKernel:
                 raise KernelError(f"{self.node.label}: Python op {self.op.op_type} returned {problem} "
                                   f"for output {name!r}; its infer says {want.dtype}"
                                   f"{list(want.shape) if want.shape is not None else ''}")
+
+
+class DevicePythonKernel(PythonKernel):
+    """A gpu=True Python op on the session's GPU: device arrays in and out (a numpy result is
+    moved to the device)."""
+
+    provider = "CUDAExecutionProvider"
+
+    def __init__(self, op: PythonOp, node, attrs: dict, device):
+        super().__init__(op, node, attrs)
+        self.device = device
+
+    def as_array(self, value):
+        return self.device.upload(value)
 
 
 def _mismatch(value, want: TensorType) -> str | None:
@@ -134,11 +168,12 @@ def _dims(shape) -> "tuple | None":
 
 
 def custom_op(op_type: str, domain: str = "", since: int = 1, inputs=None, outputs=None,
-              attrs=None, infer=None, dtypes=None):
-    """Decorator turning a Python function into a PythonOp for `custom_ops=[...]`."""
+              attrs=None, infer=None, dtypes=None, gpu: bool = False):
+    """Decorator turning a Python function into a PythonOp for `custom_ops=[...]`; `gpu=True`
+    says the function also takes cupy arrays, so CUDA sessions run it on the GPU."""
 
     def wrap(fn: Callable) -> PythonOp:
         return PythonOp(fn, op_type, domain, since, list(inputs or []), list(outputs or ["Y"]),
-                        dict(attrs or {}), infer, dict(dtypes or {}))
+                        dict(attrs or {}), infer, dict(dtypes or {}), bool(gpu))
 
     return wrap

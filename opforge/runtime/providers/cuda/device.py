@@ -18,7 +18,7 @@ class CudaDevice:
         self.name = f"cuda:{self.id}"
         with cupy.cuda.Device(self.id):
             given = options.get("user_compute_stream")
-            self.stream = (cupy.cuda.ExternalStream(int(given)) if given
+            self.stream = (external_stream(cupy, int(given), self.id) if given
                            else cupy.cuda.Stream(non_blocking=True))
             self.pool = cupy.cuda.MemoryPool()
         limit = options.get("gpu_mem_limit")
@@ -50,3 +50,22 @@ class CudaDevice:
             return value
         with self.active():
             return self.xp.asnumpy(value, stream=self.stream)
+
+
+class _StreamHandle:
+    """A cudaStream_t given as an int, offered through the CUDA stream protocol."""
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+    def __cuda_stream__(self):
+        return (0, self.ptr)
+
+
+def external_stream(cupy, ptr: int, device_id: int):
+    """The caller's stream (`user_compute_stream`, a cudaStream_t as an int) as a cupy stream:
+    Stream.from_external on cupy 14 (which deprecates ExternalStream), ExternalStream before."""
+    from_external = getattr(cupy.cuda.Stream, "from_external", None)
+    if from_external is None:
+        return cupy.cuda.ExternalStream(ptr, device_id)
+    return from_external(_StreamHandle(ptr))
