@@ -244,3 +244,47 @@ def test_scan_over_a_vector_runs_natively():
     options = SessionOptions()
     options.disable_reference_fallback = True
     assert_same(InferenceSession(proto, options).run(None, feed), onnxruntime_outputs(proto, feed))
+
+
+def recurrent_loop_model(trips: int = 20):
+    """h = tanh(h @ W) for a fed trip count, stopping early once sum(h) > `stop` (an outer value);
+    scan outputs: sum(h) and the iteration number at every step."""
+    rng = np.random.default_rng(5)
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["h_in", "W"], ["m"]), helper.make_node("Tanh", ["m"], ["h_out"]),
+         helper.make_node("ReduceSum", ["h_out"], ["s"], keepdims=0),
+         helper.make_node("Less", ["s", "stop"], ["c_out"]), helper.make_node("Identity", ["i"], ["i_out"])],
+        "body", [tensor("i", [], INT64), tensor("c_in", [], BOOL), tensor("h_in", [1, 16])],
+        [tensor("c_out", [], BOOL), tensor("h_out", [1, 16]), tensor("s", []), tensor("i_out", [], INT64)])
+    node = helper.make_node("Loop", ["n", "", "h0"], ["h", "sums", "steps"], name="rnn", body=body)
+    weight = helper.make_tensor("W", FLOAT, [16, 16], (rng.standard_normal(256) * 0.2).astype(np.float32))
+    return model([node], [tensor("n", [], INT64), tensor("h0", [1, 16]), tensor("stop", [])],
+                 [tensor("h", [1, 16]), tensor("sums", [None]), tensor("steps", [None], INT64)], [weight])
+
+
+def test_loop_iterations_run_in_cpp_once_the_body_has_a_plan(monkeypatch):
+    from opforge.runtime.execute import control_flow
+
+    python_iterations = []
+    original = control_flow.run_body
+    monkeypatch.setattr(control_flow, "run_body",
+                        lambda body, env, node, i: python_iterations.append(i) or original(body, env, node, i))
+    proto = recurrent_loop_model()
+    sess = InferenceSession(proto)
+    h0 = np.random.default_rng(6).standard_normal((1, 16)).astype(np.float32)
+    for stop, trips, steps in ((100.0, 20, 20), (100.0, 20, 20), (0.0, 50, 3), (100.0, 0, 0)):
+        feed = {"n": np.array(trips, np.int64), "h0": h0, "stop": np.array(stop, np.float32)}
+        got, want = sess.run(None, feed), onnxruntime_outputs(proto, feed)
+        assert_same(got, want)
+        assert got[1].shape == want[1].shape == (steps,) and got[2].dtype == np.int64
+    # the first run: one iteration as it is, one recorded for the plan, the other 18 in C++; the
+    # later runs all in C++ (the early stop too)
+    assert python_iterations == [0, 1]
+
+
+def test_loop_values_that_change_shape_go_back_to_the_python_loop():
+    proto = growing_loop_model()
+    sess = InferenceSession(proto)
+    feed = {"trips": np.array(5, np.int64), "acc": np.zeros(1, np.float32), "x": np.array([1.0, 2.0], np.float32)}
+    for _ in range(4):   # plans exist for each iteration's signature from the third run on
+        assert_same(sess.run(None, feed), onnxruntime_outputs(proto, feed))

@@ -136,11 +136,23 @@ class LoopKernel(_ControlFlowKernel):
         outer = self.outer_env(inputs, self.body)
         scans: list[list] | None = None
         iteration = 0
+        plan_for = getattr(self.body, "plan_for", None)   # a body run through compiled plans
         while keep_going and (limit is None or iteration < limit):
             env = dict(outer)
             env[self.body_inputs[0]] = np.array(iteration, dtype=np.int64)
             env[self.body_inputs[1]] = np.array(keep_going)
             env.update(zip(self.body_inputs[2:], carried))
+            plan = (plan_for(env) if plan_for is not None and all(isinstance(v, np.ndarray) for v in carried)
+                    else None)
+            if plan is not None:
+                # the body has a plan for these values: the iterations run in C++ while the
+                # carried values keep their dtypes and shapes
+                iteration, keep_going, carried, collected, finished = plan.run_loop(
+                    outer, self.body_inputs, carried, iteration, limit, keep_going, RUN_OPTIONS.get())
+                scans = collected if scans is None else [a + b for a, b in zip(scans, collected)]
+                if finished:
+                    break
+                continue
             outputs = run_body(self.body, env, self.node, iteration)
             keep_going = bool(np.asarray(outputs[0]).reshape(-1)[0])
             carried = outputs[1:1 + self.carried]

@@ -1,0 +1,72 @@
+// loop.cpp: see loop.h. An iteration costs one Plan::run and no Python frames: the Python Loop
+// kernel took 5-7 us per iteration around the plan (signature, dicts, list building).
+#include "loop.h"
+
+#include <pybind11/numpy.h>
+
+namespace opforge_core {
+
+namespace {
+
+/// Whether `a` and `b` are arrays of the same dtype and shape (the plan's signature for them).
+bool same_signature(const py::handle& a, const py::handle& b) {
+  if (!py::isinstance<py::array>(a) || !py::isinstance<py::array>(b)) return false;
+  const auto x = py::reinterpret_borrow<py::array>(a), y = py::reinterpret_borrow<py::array>(b);
+  if (x.ndim() != y.ndim() || !(x.dtype().is(y.dtype()) || x.dtype().equal(y.dtype()))) return false;
+  for (py::ssize_t d = 0; d < x.ndim(); ++d)
+    if (x.shape(d) != y.shape(d)) return false;
+  return true;
+}
+
+/// The truth of a body's condition output: its one element (as the Python path reads it).
+bool truth(const py::handle& value) {
+  if (py::isinstance<py::array>(value)) {
+    const auto a = py::reinterpret_borrow<py::array>(value);
+    if (a.size() == 1 && a.dtype().kind() == 'b') return *static_cast<const bool*>(a.data());
+  }
+  return py::bool_(py::module_::import("numpy").attr("asarray")(value).attr("reshape")(-1).attr("__getitem__")(0));
+}
+
+}  // namespace
+
+py::tuple run_loop(Plan& plan, const std::vector<std::pair<int, py::object>>& fixed, int iteration_slot,
+                   int condition_slot, const std::vector<int>& carried_slots, py::list carried,
+                   const std::vector<int>& outputs, int64_t start, int64_t limit, bool condition,
+                   py::object cancel) {
+  const size_t num_carried = carried_slots.size();
+  const size_t num_scans = outputs.size() - 1 - num_carried;
+  py::list scans;
+  for (size_t k = 0; k < num_scans; ++k) scans.append(py::list());
+  std::vector<std::pair<int, py::object>> feeds(fixed);
+  const size_t first = feeds.size();
+  feeds.resize(first + 2 + num_carried);
+  int64_t iteration = start;
+  bool finished = true;
+  while (condition && (limit < 0 || iteration < limit)) {
+    py::array_t<int64_t> number(std::vector<py::ssize_t>{});
+    *number.mutable_data() = iteration;
+    py::array_t<bool> flag(std::vector<py::ssize_t>{});
+    *flag.mutable_data() = condition;
+    feeds[first] = {iteration_slot, std::move(number)};
+    feeds[first + 1] = {condition_slot, std::move(flag)};
+    for (size_t k = 0; k < num_carried; ++k) feeds[first + 2 + k] = {carried_slots[k], carried[k]};
+    py::list result = plan.run(feeds, outputs, cancel);
+    ++iteration;
+    condition = truth(result[0]);
+    py::list next;
+    bool same = true;
+    for (size_t k = 0; k < num_carried; ++k) {
+      next.append(result[1 + k]);
+      same = same && same_signature(result[1 + k], carried[k]);
+    }
+    carried = next;
+    for (size_t k = 0; k < num_scans; ++k) scans[k].cast<py::list>().append(result[1 + num_carried + k]);
+    if (!same) {
+      finished = false;
+      break;
+    }
+  }
+  return py::make_tuple(iteration, condition, carried, scans, finished);
+}
+
+}  // namespace opforge_core
