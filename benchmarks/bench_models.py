@@ -152,7 +152,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true",
                         help="time per op type in both runtimes, and conv GFLOP/s")
     parser.add_argument("--families", action="store_true",
-                        help="also the real-model families of model_families.py (transformer, LSTM, If at the top)")
+                        help="also the real-model families of model_families.py (transformer, LSTM, If and Loop at the top)")
     parser.add_argument("--cpu-time", action="store_true",
                         help="time each run's CPU time (all threads) instead of wall time: on a busy machine "
                              "a run longer than a scheduler slice mostly waits for a core; use with --threads 1")

@@ -9,6 +9,9 @@ torch) the way their exporters write them, each with a seeded feed:
 - vad_if: a voice-activity model with an If at the top (as silero-style VAD models ship): the
   sample rate picks one of two branches, each a strided Conv front end, an LSTM step that carries
   the state, and a Sigmoid speech probability.
+- greedy_decoder: a Loop at the top (as torch.jit.script exports a generation loop): an RNN cell
+  fed the embedding of the last token, logits, ArgMax for the next token; the tokens are the
+  loop's scan output.
 """
 from __future__ import annotations
 
@@ -197,4 +200,36 @@ def vad_if(samples: int = 512, hidden: int = 128, seed: int = 0) -> tuple[onnx.M
     return _model(nodes, inputs, outputs, w, "vad_if"), feed
 
 
-FAMILIES = {"transformer_encoder": transformer_encoder, "lstm_tagger": lstm_tagger, "vad_if": vad_if}
+def greedy_decoder(steps: int = 32, hidden: int = 128, vocab: int = 256, seed: int = 0) -> tuple[onnx.ModelProto, dict]:
+    """Loop(steps) at the top: h = tanh(h @ Wh + emb[token]), token = argmax(h @ Wo); the tokens
+    (int64 [steps, 1]) and the last state are the outputs."""
+    w = _Weights(seed)
+    n = helper.make_node
+    body_nodes = [n("Gather", [w.random("emb", vocab, hidden, scale=0.5), "tok_in"], ["e"]),    # [1, hidden]
+                  n("MatMul", ["h_in", w.random("Wh", hidden, hidden, scale=1.0 / np.sqrt(hidden))], ["hh"]),
+                  n("Add", ["hh", "e"], ["pre"]), n("Tanh", ["pre"], ["h_out"]),
+                  n("MatMul", ["h_out", w.random("Wo", hidden, vocab, scale=1.0 / np.sqrt(hidden))], ["logits"]),
+                  n("ArgMax", ["logits"], ["tok_out"], axis=1, keepdims=0),                        # [1]
+                  n("Identity", ["cond_in"], ["cond_out"]), n("Identity", ["tok_out"], ["scan_tok"])]
+    body = helper.make_graph(body_nodes, "step", [
+        helper.make_tensor_value_info("i", TensorProto.INT64, []),
+        helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+        helper.make_tensor_value_info("h_in", TensorProto.FLOAT, [1, hidden]),
+        helper.make_tensor_value_info("tok_in", TensorProto.INT64, [1])], [
+        helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+        helper.make_tensor_value_info("h_out", TensorProto.FLOAT, [1, hidden]),
+        helper.make_tensor_value_info("tok_out", TensorProto.INT64, [1]),
+        helper.make_tensor_value_info("scan_tok", TensorProto.INT64, [1])])
+    nodes = [n("Loop", [w.const("steps", np.int64(steps)), "", "h0", "bos"], ["h", "last", "tokens"], body=body)]
+    inputs = [helper.make_tensor_value_info("h0", TensorProto.FLOAT, [1, hidden]),
+              helper.make_tensor_value_info("bos", TensorProto.INT64, [1])]
+    outputs = [helper.make_tensor_value_info("h", TensorProto.FLOAT, [1, hidden]),
+               helper.make_tensor_value_info("last", TensorProto.INT64, [1]),
+               helper.make_tensor_value_info("tokens", TensorProto.INT64, [steps, 1])]
+    rng = np.random.default_rng(seed + 1)
+    feed = {"h0": rng.standard_normal((1, hidden)).astype(np.float32), "bos": np.array([1], np.int64)}
+    return _model(nodes, inputs, outputs, w, "greedy_decoder"), feed
+
+
+FAMILIES = {"transformer_encoder": transformer_encoder, "lstm_tagger": lstm_tagger, "vad_if": vad_if,
+            "greedy_decoder": greedy_decoder}
