@@ -27,40 +27,58 @@ bool truth(const py::handle& value) {
   return py::bool_(py::module_::import("numpy").attr("asarray")(value).attr("reshape")(-1).attr("__getitem__")(0));
 }
 
+/// Slice `index` of `x` along its first axis, as an array (0-d for a 1-D x) viewing x's memory.
+py::array slice(const py::array& x, int64_t index) {
+  std::vector<py::ssize_t> shape(x.shape() + 1, x.shape() + x.ndim());
+  std::vector<py::ssize_t> strides(x.strides() + 1, x.strides() + x.ndim());
+  const char* at = static_cast<const char*>(x.data()) + index * x.strides(0);
+  return py::array(x.dtype(), shape, strides, at, x);
+}
+
 }  // namespace
 
 py::tuple run_loop(Plan& plan, const std::vector<std::pair<int, py::object>>& fixed, int iteration_slot,
                    int condition_slot, const std::vector<int>& carried_slots, py::list carried,
-                   const std::vector<int>& outputs, int64_t start, int64_t limit, bool condition,
-                   py::object cancel) {
-  const size_t num_carried = carried_slots.size();
-  const size_t num_scans = outputs.size() - 1 - num_carried;
+                   const std::vector<int>& scanned_slots, const std::vector<py::array>& scanned,
+                   const std::vector<bool>& scanned_reverse, const std::vector<int>& outputs,
+                   int64_t start, int64_t limit, bool condition, py::object cancel) {
+  const bool is_loop = condition_slot >= 0;   // a Loop body gives its condition first
+  const size_t num_carried = carried_slots.size(), head = is_loop ? 1 : 0;
+  const size_t num_scans = outputs.size() - head - num_carried;
   py::list scans;
   for (size_t k = 0; k < num_scans; ++k) scans.append(py::list());
   std::vector<std::pair<int, py::object>> feeds(fixed);
   const size_t first = feeds.size();
-  feeds.resize(first + 2 + num_carried);
+  const size_t counters = is_loop ? 2 : 0;
+  feeds.resize(first + counters + num_carried + scanned.size());
   int64_t iteration = start;
   bool finished = true;
   while (condition && (limit < 0 || iteration < limit)) {
-    py::array_t<int64_t> number(std::vector<py::ssize_t>{});
-    *number.mutable_data() = iteration;
-    py::array_t<bool> flag(std::vector<py::ssize_t>{});
-    *flag.mutable_data() = condition;
-    feeds[first] = {iteration_slot, std::move(number)};
-    feeds[first + 1] = {condition_slot, std::move(flag)};
-    for (size_t k = 0; k < num_carried; ++k) feeds[first + 2 + k] = {carried_slots[k], carried[k]};
+    if (is_loop) {
+      py::array_t<int64_t> number(std::vector<py::ssize_t>{});
+      *number.mutable_data() = iteration;
+      py::array_t<bool> flag(std::vector<py::ssize_t>{});
+      *flag.mutable_data() = condition;
+      feeds[first] = {iteration_slot, std::move(number)};
+      feeds[first + 1] = {condition_slot, std::move(flag)};
+    }
+    size_t at = first + counters;
+    for (size_t k = 0; k < num_carried; ++k) feeds[at++] = {carried_slots[k], carried[k]};
+    for (size_t k = 0; k < scanned.size(); ++k) {
+      const int64_t length = scanned[k].shape(0);
+      feeds[at++] = {scanned_slots[k], slice(scanned[k], scanned_reverse[k] ? length - 1 - iteration : iteration)};
+    }
     py::list result = plan.run(feeds, outputs, cancel);
     ++iteration;
-    condition = truth(result[0]);
+    if (is_loop) condition = truth(result[0]);
     py::list next;
     bool same = true;
     for (size_t k = 0; k < num_carried; ++k) {
-      next.append(result[1 + k]);
-      same = same && same_signature(result[1 + k], carried[k]);
+      next.append(result[head + k]);
+      same = same && same_signature(result[head + k], carried[k]);
     }
     carried = next;
-    for (size_t k = 0; k < num_scans; ++k) scans[k].cast<py::list>().append(result[1 + num_carried + k]);
+    for (size_t k = 0; k < num_scans; ++k) scans[k].cast<py::list>().append(result[head + num_carried + k]);
     if (!same) {
       finished = false;
       break;

@@ -84,9 +84,10 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("num_steps", &Plan::num_steps);
 
   m.def("run_loop", &run_loop, py::arg("plan"), py::arg("fixed"), py::arg("iteration_slot"),
-        py::arg("condition_slot"), py::arg("carried_slots"), py::arg("carried"), py::arg("outputs"),
+        py::arg("condition_slot"), py::arg("carried_slots"), py::arg("carried"), py::arg("scanned_slots"),
+        py::arg("scanned"), py::arg("scanned_reverse"), py::arg("outputs"),
         py::arg("start"), py::arg("limit"), py::arg("condition"), py::arg("cancel") = py::none(),
-        "Iterates a Loop body through its compiled plan (see csrc/loop.h).");
+        "Iterates a Loop or Scan body through its compiled plan (see csrc/loop.h).");
   m.def("load_library", &load_library, py::arg("path"),
         "dlopen()s an op library and returns its ops; raises ImportError with the reason.");
   m.def("set_default_threads", [](int n) { default_pool(n); }, py::arg("num_threads"),

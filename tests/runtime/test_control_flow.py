@@ -288,3 +288,40 @@ def test_loop_values_that_change_shape_go_back_to_the_python_loop():
     feed = {"trips": np.array(5, np.int64), "acc": np.zeros(1, np.float32), "x": np.array([1.0, 2.0], np.float32)}
     for _ in range(4):   # plans exist for each iteration's signature from the third run on
         assert_same(sess.run(None, feed), onnxruntime_outputs(proto, feed))
+
+
+def recurrent_scan_model():
+    """Scan over time (axis 1 of x, backwards) with a state h: h = tanh(h @ W + x_t); scan
+    outputs: h at each step (stacked on axis 1) and sum(x_t) (forward, axis 0)."""
+    rng = np.random.default_rng(8)
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["h_in", "W"], ["m"]), helper.make_node("Add", ["m", "x_t"], ["pre"]),
+         helper.make_node("Tanh", ["pre"], ["h_out"]), helper.make_node("Identity", ["h_out"], ["y_t"]),
+         helper.make_node("ReduceSum", ["x_t"], ["s_t"], keepdims=0)],
+        "body", [tensor("h_in", [2, 8]), tensor("x_t", [2, 8])],
+        [tensor("h_out", [2, 8]), tensor("y_t", [2, 8]), tensor("s_t", [])])
+    node = helper.make_node("Scan", ["h0", "x"], ["h", "ys", "sums"], name="rnn_scan", body=body,
+                            num_scan_inputs=1, scan_input_axes=[1], scan_input_directions=[1],
+                            scan_output_axes=[1, 0])
+    weight = helper.make_tensor("W", FLOAT, [8, 8], (rng.standard_normal(64) * 0.3).astype(np.float32))
+    return model([node], [tensor("h0", [2, 8]), tensor("x", [2, "t", 8])],
+                 [tensor("h", [2, 8]), tensor("ys", [2, "t", 8]), tensor("sums", ["t"])], [weight])
+
+
+def test_scan_steps_run_in_cpp_once_the_body_has_a_plan(monkeypatch):
+    from opforge.runtime.execute import control_flow
+
+    python_steps = []
+    original = control_flow.run_body
+    monkeypatch.setattr(control_flow, "run_body",
+                        lambda body, env, node, i: python_steps.append(i) or original(body, env, node, i))
+    proto = recurrent_scan_model()
+    sess = InferenceSession(proto)
+    rng = np.random.default_rng(9)
+    h0 = rng.standard_normal((2, 8)).astype(np.float32)
+    for length in (12, 12, 5, 1):
+        feed = {"h0": h0, "x": rng.standard_normal((2, length, 8)).astype(np.float32)}
+        got, want = sess.run(None, feed), onnxruntime_outputs(proto, feed)
+        assert_same(got, want)
+        assert got[1].shape == (2, length, 8) and got[2].shape == (length,)
+    assert python_steps == [0, 1]   # the rest, the later runs included, in C++

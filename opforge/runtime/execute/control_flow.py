@@ -148,7 +148,8 @@ class LoopKernel(_ControlFlowKernel):
                 # the body has a plan for these values: the iterations run in C++ while the
                 # carried values keep their dtypes and shapes
                 iteration, keep_going, carried, collected, finished = plan.run_loop(
-                    outer, self.body_inputs, carried, iteration, limit, keep_going, RUN_OPTIONS.get())
+                    outer, self.body_inputs[:2], self.body_inputs[2:], carried, [], [], [], iteration, limit,
+                    keep_going, RUN_OPTIONS.get())
                 scans = collected if scans is None else [a + b for a, b in zip(scans, collected)]
                 if finished:
                     break
@@ -197,15 +198,36 @@ class ScanKernel(_ControlFlowKernel):
             raise KernelError(f"{self.node.label}: scan inputs have different lengths {lengths}")
         length = lengths.pop()
         per_step: list[list] = []
-        for step in range(length):
+        plan_for = getattr(self.body, "plan_for", None)   # a body run through compiled plans
+        reverse = [_reverse(in_dirs, j) for j in range(len(scanned))]
+        moved = None   # the scanned inputs with their scan axis first, for the C++ loop
+        step = 0
+        while step < length:
             # np.asarray: a slice of a 1-D input is a numpy scalar, which kernels do not take
-            slices = [np.asarray(np.take(x, length - 1 - step if _reverse(in_dirs, j) else step, axis=axis))
-                      for j, (x, axis) in enumerate(zip(scanned, in_axes))]
+            slices = [np.asarray(np.take(x, length - 1 - step if back else step, axis=axis))
+                      for x, axis, back in zip(scanned, in_axes, reverse)]
             env = dict(outer)
             env.update(zip(self.body_inputs, list(states) + slices))
+            plan = (plan_for(env) if plan_for is not None and all(isinstance(v, np.ndarray) for v in states)
+                    else None)
+            if plan is not None:
+                # the body has a plan for these values: the steps run in C++ while the states
+                # keep their dtypes and shapes
+                if moved is None:
+                    moved = [np.ascontiguousarray(np.moveaxis(np.asarray(x), axis, 0))
+                             for x, axis in zip(scanned, in_axes)]
+                count = len(states)
+                step, _, states, collected, finished = plan.run_loop(
+                    outer, [], self.body_inputs[:count], states, self.body_inputs[count:], moved, reverse,
+                    step, length, True, RUN_OPTIONS.get())
+                per_step.extend(list(outputs) for outputs in zip(*collected))
+                if finished:
+                    break
+                continue
             outputs = run_body(self.body, env, self.node, step)
             states = outputs[:len(states)]
             per_step.append(outputs[len(states):])
+            step += 1
         return list(states) + self._scan_outputs(per_step, len(states), attrs)
 
     def _scan_outputs(self, per_step: list[list], first: int, attrs: dict) -> list:

@@ -56,18 +56,22 @@ class CompiledPlan:
                   else np.asanyarray(value, order="C")) for name, value in env.items() if name in self.slots]
         return self.core.run(feeds, [self.slots[n] for n in self.outputs], run_options)
 
-    def run_loop(self, outer: dict, body_inputs: list, carried: list, start: int, limit: "int | None",
-                 condition: bool, run_options=None) -> tuple:
-        """Iterations of a Loop body in C++ through this plan, from iteration ``start`` (see
-        csrc/loop.h): (iterations done, condition, carried values, scan outputs per iteration,
-        finished)."""
-        fixed = [(self.slots[name], np.asanyarray(value, order="C") if isinstance(value, np.ndarray) else value)
-                 for name, value in outer.items() if name in self.slots]
-        return _core.run_loop(self.core, fixed, self.slots[body_inputs[0]], self.slots[body_inputs[1]],
-                              [self.slots[name] for name in body_inputs[2:]],
+    def run_loop(self, outer: dict, counters: list, carried_names: list, carried: list, scanned_names: list,
+                 scanned: list, reverse: list, start: int, limit: "int | None", condition: bool = True,
+                 run_options=None) -> tuple:
+        """Iterations of a Loop or Scan body in C++ through this plan, from iteration ``start``
+        (csrc/loop.h): ``counters`` names a Loop's iteration-number and condition inputs (empty
+        for a Scan); ``scanned`` arrays have their scan axis first, C-contiguous. Returns
+        (iterations done, condition, carried values, scan outputs per iteration, finished)."""
+        slots = self.slots
+        fixed = [(slots[name], np.asanyarray(value, order="C") if isinstance(value, np.ndarray) else value)
+                 for name, value in outer.items() if name in slots]
+        return _core.run_loop(self.core, fixed, slots[counters[0]] if counters else -1,
+                              slots[counters[1]] if counters else -1, [slots[name] for name in carried_names],
                               [np.asarray(value, order="C") for value in carried],
-                              [self.slots[name] for name in self.outputs], start,
-                              -1 if limit is None else limit, condition, run_options)
+                              [slots[name] for name in scanned_names], list(scanned), list(reverse),
+                              [slots[name] for name in self.outputs], start, -1 if limit is None else limit,
+                              condition, run_options)
 
     def dump(self) -> str:
         """The steps with the provider each runs on (copies between devices included), then
