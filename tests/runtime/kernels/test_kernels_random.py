@@ -1,5 +1,7 @@
-"""Dropout and the random ops: seeded calls draw numpy's RandomState(seed) stream, as onnx's
-reference does, so they are compared with numpy exactly; unseeded ones by their properties."""
+"""Dropout and the random ops. Seeded training-mode Dropout draws numpy's RandomState(seed)
+stream, as onnx's reference does, and is compared with numpy exactly; the random ops and Bernoulli
+draw onnxruntime's streams and are compared with onnxruntime's sessions, run after run; unseeded
+calls by their properties."""
 import numpy as np
 import pytest
 
@@ -43,27 +45,78 @@ def test_training_dropout_refuses_a_ratio_of_one(kernels):
                                                      np.array(True))
 
 
-@pytest.mark.parametrize("dtype", [1, 11, 10])
-def test_random_uniform_seeded_matches_numpy(kernels, dtype):
-    np_dtype = {1: np.float32, 11: np.float64, 10: np.float16}[dtype]
-    got = kernels.op("RandomUniform", domain="", version=1)(shape=[3, 7], low=-2.0, high=3.0, seed=7.0, dtype=dtype)
-    want = np.random.RandomState(7).rand(3, 7).astype(np_dtype)
-    want *= np_dtype(3.0 - -2.0)
-    want += np_dtype(-2.0)
-    assert got.dtype == np_dtype
-    np.testing.assert_array_equal(got, want)
-    like = kernels.op("RandomUniformLike", domain="", version=1)(np.zeros((3, 7), np_dtype), low=-2.0, high=3.0,
-                                                                  seed=7.0)
-    np.testing.assert_array_equal(like, want)
+def session_pair(node, inputs, elem):
+    """onnxruntime's and opforge's sessions of a one-node model (reference fallback off)."""
+    import onnxruntime as ort
+    from onnx import helper
+
+    import opforge
+
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, elem, v.shape) for n, v in inputs],
+                              [helper.make_tensor_value_info("y", elem, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    options = opforge.SessionOptions()
+    options.disable_reference_fallback = True
+    return ort.InferenceSession(model, providers=["CPUExecutionProvider"]), opforge.InferenceSession(model, options)
 
 
-def test_random_normal_seeded_matches_numpy(kernels):
-    got = kernels.op("RandomNormal", domain="", version=1)(shape=[5, 9], mean=1.5, scale=0.5, seed=3.0,
-                                                          dtype=11)
-    want = 1.5 + 0.5 * np.random.RandomState(3).randn(5, 9)
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
-    like = kernels.op("RandomNormalLike", domain="", version=1)(np.zeros((400, 50), np.float32), seed=1.0)
-    assert like.dtype == np.float32 and abs(like.mean()) < 0.05 and abs(like.std() - 1) < 0.05
+def random_nodes(dtype):
+    from onnx import helper
+
+    x = np.zeros((4, 9), dtype)
+    return [(helper.make_node("RandomUniform", [], ["y"], shape=[5, 7], seed=3.0, low=-2.0, high=5.0,
+                              dtype=11 if dtype == np.float64 else 1), []),
+            (helper.make_node("RandomNormal", [], ["y"], shape=[301], seed=11.0, mean=1.0, scale=2.0,
+                              dtype=11 if dtype == np.float64 else 1), []),
+            (helper.make_node("RandomUniformLike", ["x"], ["y"], seed=4.0), [("x", x)]),
+            (helper.make_node("RandomNormalLike", ["x"], ["y"], seed=7.0), [("x", x)])]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("index", range(4))
+def test_seeded_random_ops_draw_onnxruntimes_numbers_run_after_run(dtype, index):
+    # onnxruntime's node keeps its generator: each run goes on from where the last stopped
+    node, inputs = random_nodes(dtype)[index]
+    theirs, ours = session_pair(node, inputs, 11 if dtype == np.float64 else 1)
+    runs = []
+    for _ in range(3):
+        want, = theirs.run(None, dict(inputs))
+        got, = ours.run(None, dict(inputs))
+        assert got.dtype == want.dtype == dtype
+        np.testing.assert_array_equal(got, want)
+        runs.append(got)
+    assert not np.array_equal(runs[0], runs[1])
+
+
+def test_unseeded_random_ops_differ_between_sessions():
+    node, inputs = random_nodes(np.float32)[1]
+    node.attribute.pop([a.name for a in node.attribute].index("seed"))
+    _, first = session_pair(node, inputs, 1)
+    _, second = session_pair(node, inputs, 1)
+    a, b = first.run(None, {})[0], second.run(None, {})[0]
+    assert not np.array_equal(a, b) and abs(a.mean() - 1.0) < 0.4 and abs(a.std() - 2.0) < 0.4
+
+
+def test_random_ops_in_float16_draw_as_float(kernels):
+    got = kernels.op("RandomUniform", domain="", version=1)(shape=[3, 7], low=-2.0, high=3.0, seed=7.0, dtype=10)
+    want = kernels.op("RandomUniform", domain="", version=1)(shape=[3, 7], low=-2.0, high=3.0, seed=7.0, dtype=1)
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, want.astype(np.float16))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bernoulli_draws_onnxruntimes_numbers_with_ones_at_rate_p(dtype):
+    from onnx import helper
+
+    p = np.random.default_rng(1).random(500).astype(dtype)
+    theirs, ours = session_pair(helper.make_node("Bernoulli", ["x"], ["y"], seed=5.0), [("x", p)],
+                                11 if dtype == np.float64 else 1)
+    for _ in range(2):
+        want, = theirs.run(None, {"x": p})
+        got, = ours.run(None, {"x": p})
+        # onnxruntime runs onnx's function body, Greater(draw, p): 1 with probability 1 - p. The
+        # same draws, 1 where they are below p, give the operator's definition
+        np.testing.assert_array_equal(got, 1 - want)
 
 
 def test_bernoulli_draws_zeros_and_ones_at_the_given_rates(kernels):

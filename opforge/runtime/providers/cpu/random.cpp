@@ -1,25 +1,41 @@
 // random.cpp: ops that draw random numbers: Dropout (a random mask in training mode; the identity
 // in inference), Bernoulli, RandomUniform, RandomNormal and their -Like forms.
 //
-// A seeded op draws the stream numpy's legacy np.random.RandomState(seed) draws (MT19937 seeded as
-// init_genrand, doubles from two 32-bit words, normals by the polar method), so a seeded Dropout
-// or RandomUniform matches onnx's reference implementation bit for bit. Without a seed each call
+// RandomUniform, RandomNormal, their -Like forms and Bernoulli draw onnxruntime's streams: its
+// CPU kernels keep a std::default_random_engine (libstdc++'s minstd_rand0) per node, seeded with
+// the seed attribute as uint32 (else at random), and each run goes on where the last stopped;
+// values come from std::uniform_real_distribution / std::normal_distribution of the output's
+// type, made anew each run. So a seeded model gives onnxruntime's numbers, run after run.
+// Bernoulli draws as onnxruntime does (onnx's function body: RandomUniformLike in the input's
+// type) but gives 1 where the draw is below the probability, so that 1 comes with probability
+// p, as the operator's definition, onnx's reference and torch.bernoulli have it. onnxruntime
+// runs the function body's Greater(draw, p) and gives 1 with probability 1 - p: seeded, our
+// output is the complement of its.
+//
+// Training-mode Dropout draws numpy's legacy np.random.RandomState(seed) stream (MT19937 seeded
+// as init_genrand, doubles from two 32-bit words), as onnx's reference does, which the node
+// tests check bit for bit (onnxruntime uses a Philox generator there). Without a seed each call
 // draws a fresh one.
+// numpy, and libstdc++'s distributions as onnxruntime's wheel is built (no FMA), multiply and
+// add separately: a fused multiply-add would round the draws differently. Before the includes,
+// so that it covers the <random> templates instantiated here too.
+#pragma GCC optimize("fp-contract=off")
+
 #include <cmath>
+#include <memory>
+#include <mutex>
 #include <random>
 
 #include "data_movement.h"
 #include "elements.h"
 
-// numpy multiplies and adds separately: a fused multiply-add would round the draws differently
-#pragma GCC optimize("fp-contract=off")
 
 namespace opforge_cpu {
 namespace {
 
 using namespace data_movement;
 
-/// numpy's RandomState stream: uniform doubles in [0, 1) and standard normals.
+/// numpy's RandomState stream of uniform doubles in [0, 1) (training-mode Dropout's).
 class NumpyRandomState {
  public:
   explicit NumpyRandomState(uint32_t seed) : mt_(seed) {}
@@ -29,27 +45,8 @@ class NumpyRandomState {
     return (a * 67108864.0 + b) / 9007199254740992.0;
   }
 
-  double normal() {
-    if (has_spare_) {
-      has_spare_ = false;
-      return spare_;
-    }
-    double x1, x2, r2;
-    do {
-      x1 = 2.0 * uniform() - 1.0;
-      x2 = 2.0 * uniform() - 1.0;
-      r2 = x1 * x1 + x2 * x2;
-    } while (r2 >= 1.0 || r2 == 0.0);
-    const double f = std::sqrt(-2.0 * std::log(r2) / r2);
-    spare_ = f * x1;
-    has_spare_ = true;
-    return f * x2;
-  }
-
  private:
   std::mt19937 mt_;
-  double spare_ = 0.0;
-  bool has_spare_ = false;
 };
 
 /// The stream for an op's 'seed' attribute (an int for Dropout, a float for the others); a
@@ -59,6 +56,29 @@ template <class Ctx> NumpyRandomState stream_for(const Ctx& ctx) {
   const double seed = ctx.template attr<double>("seed");
   OPFORGE_CHECK(seed >= 0 && seed <= 4294967295.0, "attribute 'seed' = ", seed, " must be in [0, 2**32)");
   return NumpyRandomState(uint32_t(seed));
+}
+
+/// A node's onnxruntime stream (see the top of the file), kept from run to run; `lock` guards
+/// it for threads running the node at once.
+struct OrtStream {
+  std::unique_ptr<std::mutex> lock = std::make_unique<std::mutex>();
+  std::unique_ptr<std::default_random_engine> engine;
+};
+
+template <class Ctx> const OrtStream& ort_stream(const Ctx& ctx) {
+  return ctx.template state<OrtStream>([&] {
+    uint32_t seed;
+    if (ctx.has_attr("seed")) {
+      const double given = ctx.template attr<double>("seed");
+      OPFORGE_CHECK(given >= 0 && given <= 4294967295.0, "attribute 'seed' = ", given, " must be in [0, 2**32)");
+      seed = uint32_t(given);
+    } else {
+      seed = std::random_device{}();
+    }
+    OrtStream made;
+    made.engine = std::make_unique<std::default_random_engine>(seed);
+    return made;
+  });
 }
 
 /// Writes f() converted to the element type of t into each element, in order.
@@ -158,28 +178,40 @@ void random_like_infer(InferContext& ctx) {
   ctx.set_output(0, random_dtype(ctx, ctx.input(0).dtype()), ctx.input(0).sizes());
 }
 
-/// RandomUniform(Like): u * (high - low) + low in the output's precision, u uniform in [0, 1)
-/// rounded to it first, as onnx's reference computes it with numpy.
+/// Fills y with draws of Dist<T> (T: double for a double output, else float) from the node's
+/// stream, a distribution made by make(T) for this run.
+template <template <class> class Dist, class Make>
+void draw_into(const KernelContext& ctx, const Tensor& y, Make&& make) {
+  const OrtStream& stream = ort_stream(ctx);
+  std::lock_guard<std::mutex> hold(*stream.lock);
+  auto fill = [&](auto zero) {
+    using T = decltype(zero);
+    Dist<T> dist = make(T{});
+    fill_with(y, [&] { return dist(*stream.engine); });
+  };
+  if (y.dtype() == OPF_FLOAT64) fill(double{});
+  else fill(float{});
+}
+
+template <class T> using Uniform = std::uniform_real_distribution<T>;
+template <class T> using Normal = std::normal_distribution<T>;
+
+/// RandomUniform(Like): std::uniform_real_distribution(low, high) in the output's type.
 void uniform_compute(KernelContext& ctx) {
-  NumpyRandomState rng = stream_for(ctx);
   const double low = ctx.attr<double>("low"), high = ctx.attr<double>("high");
-  const Tensor y = ctx.output(0);
-  dispatch_storage(y, "output", [&](auto tag) {
-    using S = typename decltype(tag)::type;
-    using C = compute_t<S>;
-    S* p = static_cast<S*>(y.raw());
-    // each step rounded to S, as numpy's arithmetic in S rounds it (float16 computes via float)
-    auto in_s = [](C v) { return load_as<C>(store_as<S>(v)); };
-    const C span = in_s(C(high - low)), base = in_s(C(low));
-    for (int64_t i = 0; i < y.numel(); ++i) p[i] = store_as<S>(in_s(in_s(C(rng.uniform())) * span) + base);
+  draw_into<Uniform>(ctx, ctx.output(0), [&](auto zero) {
+    using T = decltype(zero);
+    return Uniform<T>(T(low), T(high));
   });
 }
 
-/// RandomNormal(Like): mean + scale * z, z standard normal.
+/// RandomNormal(Like): std::normal_distribution(mean, scale) in the output's type.
 void normal_compute(KernelContext& ctx) {
-  NumpyRandomState rng = stream_for(ctx);
   const double mean = ctx.attr<double>("mean"), scale = ctx.attr<double>("scale");
-  fill_with(ctx.output(0), [&] { return mean + scale * rng.normal(); });
+  draw_into<Normal>(ctx, ctx.output(0), [&](auto zero) {
+    using T = decltype(zero);
+    return Normal<T>(T(mean), T(scale));
+  });
 }
 
 void bernoulli_infer(InferContext& ctx) {
@@ -187,18 +219,35 @@ void bernoulli_infer(InferContext& ctx) {
   ctx.set_output(0, d != 0 ? int32_t(d) : ctx.input(0).dtype(), ctx.input(0).sizes());
 }
 
-/// Bernoulli: 1 where a uniform draw falls below the element's probability, else 0.
+/// Bernoulli: 1 where a uniform draw in [0, 1) of the input's type (onnxruntime's draws) is
+/// below the element's probability, else 0 (see the top of the file).
 void bernoulli_compute(KernelContext& ctx) {
-  NumpyRandomState rng = stream_for(ctx);
-  const std::vector<double> p = read_doubles(ctx.input(0));
+  const Tensor x = ctx.input(0);
+  const std::vector<double> p = read_doubles(x);
+  for (double v : p) OPFORGE_CHECK(v >= 0 && v <= 1, "input 'input' holds a probability ", v, " outside [0, 1]");
+  std::vector<double> draws(p.size());
+  {
+    const OrtStream& stream = ort_stream(ctx);
+    std::lock_guard<std::mutex> hold(*stream.lock);
+    if (x.dtype() == OPF_FLOAT64) {
+      Uniform<double> dist(0.0, 1.0);
+      for (double& d : draws) d = dist(*stream.engine);
+    } else {   // float, and float16 / bfloat16 drawn as float then rounded to the input's type
+      Uniform<float> dist(0.f, 1.f);
+      for (double& d : draws) d = dist(*stream.engine);
+      if (x.dtype() != OPF_FLOAT32) {
+        dispatch_storage(x, "input", [&](auto tag) {
+          using S = typename decltype(tag)::type;
+          for (double& d : draws) d = double(load_as<float>(store_as<S>(float(d))));
+        });
+      }
+    }
+  }
   const Tensor y = ctx.output(0);
   dispatch_elements(y, [&](auto tag) {
     using S = typename decltype(tag)::type;
     S* out = static_cast<S*>(y.raw());
-    for (size_t i = 0; i < p.size(); ++i) {
-      OPFORGE_CHECK(p[i] >= 0 && p[i] <= 1, "input 'input' holds a probability ", p[i], " outside [0, 1]");
-      out[i] = store_as<S>(compute_t<S>(rng.uniform() < p[i] ? 1 : 0));
-    }
+    for (size_t i = 0; i < p.size(); ++i) out[i] = store_as<S>(compute_t<S>(draws[i] < p[i] ? 1 : 0));
   });
 }
 
