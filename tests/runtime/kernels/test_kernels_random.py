@@ -126,3 +126,31 @@ def test_bernoulli_draws_zeros_and_ones_at_the_given_rates(kernels):
     assert y[0].sum() == 0 and y[2].sum() == 4000 and 0.27 < y[1].mean() < 0.33
     with pytest.raises(OpError, match="outside"):
         kernels.op("Bernoulli", domain="", version=15)(np.array([1.5], np.float32))
+
+
+@pytest.mark.parametrize("dtype", [6, 7])
+def test_multinomial_draws_onnxruntimes_samples(dtype):
+    import onnxruntime as ort
+    from onnx import helper
+
+    import opforge
+
+    out = {6: np.int32, 7: np.int64}[dtype]
+    node = helper.make_node("Multinomial", ["x"], ["y"], seed=3.0, sample_size=200, dtype=dtype)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", 1, [3, 5])],
+                              [helper.make_tensor_value_info("y", dtype, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    probabilities = np.random.default_rng(0).dirichlet(np.ones(5), 3)
+    x = np.log(probabilities).astype(np.float32)
+    x[1, 2] = -np.inf   # a class that can never be drawn
+    options = opforge.SessionOptions()
+    options.disable_reference_fallback = True
+    theirs, ours = ort.InferenceSession(model), opforge.InferenceSession(model, options)
+    for _ in range(3):   # the node's stream goes on from run to run, as onnxruntime's
+        want, = theirs.run(None, {"x": x})
+        got, = ours.run(None, {"x": x})
+        assert got.dtype == out and got.shape == (3, 200)
+        np.testing.assert_array_equal(got, want)
+    assert not (got[1] == 2).any()
+    counts = np.stack([np.bincount(row, minlength=5) / 200 for row in got])
+    np.testing.assert_allclose(counts, probabilities, atol=0.12)

@@ -21,7 +21,9 @@
 // so that it covers the <random> templates instantiated here too.
 #pragma GCC optimize("fp-contract=off")
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -251,6 +253,57 @@ void bernoulli_compute(KernelContext& ctx) {
   });
 }
 
+// ---- Multinomial ----
+
+void multinomial_infer(InferContext& ctx) {
+  const int64_t dtype = ctx.attr<int64_t>("dtype");
+  OPFORGE_CHECK(dtype == OPF_INT32 || dtype == OPF_INT64, "attribute 'dtype' must be int32 or int64, got ",
+                opforge::dtype_name(int32_t(dtype)));
+  const auto& x = ctx.input(0).sizes();
+  OPFORGE_CHECK(x.size() == 2, "input 'input' must be [batch, classes], got rank ", x.size());
+  ctx.set_output(0, int32_t(dtype), {x[0], ctx.attr<int64_t>("sample_size")});
+}
+
+/// Multinomial as onnxruntime draws it: per row, the running sum of exp(logit - max) over the
+/// finite logits, and each sample the first class whose sum exceeds a uniform double times
+/// the total, from the node's stream (a seeded node's runs go on from one another, as in
+/// onnxruntime).
+void multinomial_compute(KernelContext& ctx) {
+  const Tensor x = ctx.input(0);
+  const int64_t batch = x.sizes()[0], classes = x.sizes()[1], samples = ctx.attr<int64_t>("sample_size");
+  OPFORGE_CHECK(batch >= 1 && classes >= 1 && samples >= 1, "batch, classes and sample_size must be >= 1, got ",
+                batch, ", ", classes, " and ", samples);
+  const std::vector<double> logits = read_doubles(x);
+  const OrtStream& stream = ort_stream(ctx);
+  std::lock_guard<std::mutex> hold(*stream.lock);
+  std::default_random_engine& engine = *stream.engine;
+  std::uniform_real_distribution<double> dist(0.0, 1.0);
+  std::vector<double> cdf(static_cast<size_t>(classes));
+  std::vector<int64_t> out(static_cast<size_t>(batch * samples));
+  for (int64_t b = 0; b < batch; ++b) {
+    const double* row = logits.data() + b * classes;
+    float top = std::numeric_limits<float>::lowest();
+    for (int64_t j = 0; j < classes; ++j)
+      if (std::isfinite(row[j])) top = std::max(top, float(row[j]));
+    double total = 0;
+    for (int64_t j = 0; j < classes; ++j) {
+      if (std::isfinite(row[j])) total += std::exp(row[j] - double(top));
+      cdf[size_t(j)] = total;
+    }
+    for (int64_t k = 0; k < samples; ++k) {
+      const double target = dist(engine) * total;
+      out[size_t(b * samples + k)] = std::upper_bound(cdf.begin(), cdf.end(), target) - cdf.begin();
+    }
+  }
+  const Tensor y = ctx.output(0);
+  if (y.dtype() == OPF_INT32) {
+    int32_t* p = y.data<int32_t>();
+    for (size_t i = 0; i < out.size(); ++i) p[i] = int32_t(out[i]);
+  } else {
+    std::copy(out.begin(), out.end(), y.data<int64_t>());
+  }
+}
+
 }  // namespace
 }  // namespace opforge_cpu
 
@@ -366,3 +419,13 @@ OPFORGE_OP(Bernoulli)
     .optional_attr("seed", opforge::AttrType::Float)
     .infer(bernoulli_infer)
     .compute(bernoulli_compute);
+
+OPFORGE_OP(Multinomial)
+    .since(7)
+    .input("input", {opforge::f32})
+    .output("output", {opforge::i32, opforge::i64})
+    .attr("dtype", int64_t(OPF_INT32))
+    .attr("sample_size", int64_t(1))
+    .optional_attr("seed", opforge::AttrType::Float)
+    .infer(multinomial_infer)
+    .compute(multinomial_compute);
