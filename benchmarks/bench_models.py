@@ -22,7 +22,8 @@ time of a 2 ms conv varied 3-8 ms at load 17 while its CPU time stayed within 10
 --threads 1 CPU time compares the kernels; at 2 threads it sums the threads, spinning included.
 
 With --profile, each model instead gets its time per op type in both runtimes side by side and
-its convolutions' GFLOP/s against the measured sgemm limit (benchmarks/op_profile.py).
+its convolutions' GFLOP/s against the machine's sgemm limit and FMA peak, measured in the same run
+(benchmarks/op_profile.py).
 """
 import argparse
 import math
@@ -42,7 +43,7 @@ import opforge
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from zoo import light_model, light_model_names  # noqa: E402
-from op_profile import profile, sgemm_limit  # noqa: E402
+from op_profile import describe_limit, profile, sgemm_limit  # noqa: E402
 from model_families import FAMILIES  # noqa: E402
 
 
@@ -134,13 +135,13 @@ def print_load(when: str) -> None:
 
 
 def profile_models(names: list, threads: int, repeat: int) -> None:
-    limit = sgemm_limit(threads)
-    print(f"sgemm limit on {threads} thread(s): {limit:.0f} GFLOP/s")
+    limits = sgemm_limit(threads)
+    print(describe_limit(limits, threads))
     for name in names:
         model = light_model(name)
         feed = random_feed(ort.InferenceSession(model.SerializeToString(),
                                                 providers=["CPUExecutionProvider"]))
-        profile(name, model, feed, threads, repeat, limit)
+        profile(name, model, feed, threads, repeat, limits)
 
 
 def main() -> None:

@@ -2,14 +2,18 @@
 
 onnxruntime's side comes from its profiler JSON (the `*_kernel_time` events), opforge's from
 SessionOptions.enable_profiling / end_profiling's chrome trace. Convolution throughput is given
-in GFLOP/s against the machine's measured sgemm limit (OpenBLAS from scipy-openblas32, the BLAS
-opforge links; onnxruntime's MLAS reaches the same per core).
+in GFLOP/s against the machine's sgemm limit, measured in the same run: the best 1024^3 sgemm of
+OpenBLAS (scipy-openblas32, the BLAS opforge links) and onnxruntime's MatMul (MLAS) at the same
+thread count. OpenBLAS can pick a weak kernel for a CPU it does not know (260 GFLOP/s on 2 Zen 5
+cores, where MLAS reaches ~480), so neither alone is an honest anchor. The FMA peak (a register-only
+loop of independent fused multiply-adds per thread) is printed beside it as the ceiling.
 """
 from __future__ import annotations
 
 import ctypes
 import json
 import os
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -23,7 +27,7 @@ import onnxruntime as ort
 import opforge
 
 
-def sgemm_limit(threads: int, size: int = 1024, repeat: int = 5) -> float:
+def openblas_sgemm(threads: int, size: int = 1024, repeat: int = 5) -> float:
     """Best GFLOP/s of `threads` concurrent single-threaded OpenBLAS size^3 sgemms, one per
     thread (as opforge's pool runs them; OpenBLAS's own threads spin-wait under load)."""
     import scipy_openblas32 as blas
@@ -48,6 +52,141 @@ def sgemm_limit(threads: int, size: int = 1024, repeat: int = 5) -> float:
             list(pool.map(lambda m: one(*m), mats))
             best = min(best, time.perf_counter() - start)
     return 2 * size ** 3 * threads / best / 1e9
+
+
+def mlas_sgemm(threads: int, size: int = 1024, repeat: int = 10) -> float:
+    """Best GFLOP/s of onnxruntime's MatMul (MLAS) on size^3 with `threads` intra-op threads."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "b"], ["c"])], "sgemm",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [size, size]) for n in "ab"],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [size, size])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    feed = {n: rng.standard_normal((size, size), np.float32) for n in "ab"}
+    sess.run(None, feed)
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        sess.run(None, feed)
+        best = min(best, time.perf_counter() - start)
+    return 2 * size ** 3 / best / 1e9
+
+
+FMA_PEAK_SOURCE = r"""
+#include <opforge/op.h>
+#include <thread>
+#include <vector>
+#if defined(__AVX512F__) || defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+namespace {
+
+// 12 independent accumulators hide the FMA latency; nothing but registers is touched.
+float fma_loop(int64_t iterations, float seed) {
+#if defined(__AVX512F__)
+  __m512 acc[12], x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(seed);
+  for (auto& a : acc) a = y;
+  for (int64_t i = 0; i < iterations; ++i)
+#pragma GCC unroll 12
+    for (auto& a : acc) a = _mm512_fmadd_ps(a, x, y);
+  float s = 0.f;
+  for (auto& a : acc) s += _mm512_reduce_add_ps(a);
+  return s;
+#elif defined(__FMA__)
+  __m256 acc[12], x = _mm256_set1_ps(0.999f), y = _mm256_set1_ps(seed);
+  for (auto& a : acc) a = y;
+  for (int64_t i = 0; i < iterations; ++i)
+#pragma GCC unroll 12
+    for (auto& a : acc) a = _mm256_fmadd_ps(a, x, y);
+  float s = 0.f;
+  for (auto& a : acc) s += a[0];
+  return s;
+#else
+  float acc[12], s = 0.f;
+  for (auto& a : acc) a = seed;
+  for (int64_t i = 0; i < iterations; ++i)
+#pragma GCC unroll 12
+    for (auto& a : acc) a = a * 0.999f + seed;
+  for (auto& a : acc) s += a;
+  return s;
+#endif
+}
+
+int lanes() {
+#if defined(__AVX512F__)
+  return 16;
+#elif defined(__FMA__)
+  return 8;
+#else
+  return 1;
+#endif
+}
+
+// Y[0] = a sum the loops computed, Y[1] = float lanes per FMA; one loop per thread.
+void fma_peak(opforge::KernelContext& ctx) {
+  const int64_t iterations = ctx.attr<int64_t>("iterations"), threads = ctx.attr<int64_t>("threads");
+  std::vector<float> sums(static_cast<size_t>(threads));
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] { sums[size_t(t)] = fma_loop(iterations, ctx.input(0).data<float>()[0]); });
+  for (auto& th : pool) th.join();
+  float* y = ctx.output(0).data<float>();
+  y[0] = 0.f;
+  for (float s : sums) y[0] += s;
+  y[1] = float(lanes());
+}
+
+void infer(opforge::InferContext& ctx) { ctx.set_output(0, opforge::f32, {2}); }
+
+}  // namespace
+
+OPFORGE_OP(fma_peak)
+    .input("X", {opforge::f32})
+    .output("Y", {opforge::f32})
+    .attr("iterations", int64_t(1))
+    .attr("threads", int64_t(1))
+    .infer(infer)
+    .compute(fma_peak);
+"""
+
+
+def fma_peak(threads: int, iterations: int = 5_000_000, repeat: int = 7) -> float:
+    """GFLOP/s of `threads` threads each running 12 independent vector FMA chains (built for
+    this CPU with -march=native); nan when no compiler is at hand."""
+    try:
+        lib = opforge.load_inline("opforge_fma_peak", FMA_PEAK_SOURCE, extra_cflags=["-march=native"])
+    except Exception as error:   # a benchmark without a toolchain still prints the sgemm limit
+        print(f"FMA peak not measured: {str(error).splitlines()[0]}", file=sys.stderr)
+        return float("nan")
+    x = np.ones(1, np.float32)
+    best, lanes = float("inf"), 1.0
+    for _ in range(repeat):
+        start = time.perf_counter()
+        lanes = float(lib.fma_peak(x, iterations=iterations, threads=threads)[1])
+        best = min(best, time.perf_counter() - start)
+    return 2 * 12 * lanes * iterations * threads / best / 1e9
+
+
+def sgemm_limit(threads: int) -> dict:
+    """The machine's float32 limits on `threads` threads, in GFLOP/s: 'openblas', 'mlas' (1024^3
+    sgemms), 'limit' (the better of the two) and 'fma_peak'."""
+    limits = {"openblas": openblas_sgemm(threads), "mlas": mlas_sgemm(threads), "fma_peak": fma_peak(threads)}
+    limits["limit"] = max(limits["openblas"], limits["mlas"])
+    return limits
+
+
+def describe_limit(limits: dict, threads: int) -> str:
+    """One line naming the limits."""
+    return (f"sgemm limit on {threads} thread(s): {limits['limit']:.0f} GFLOP/s (1024^3: OpenBLAS "
+            f"{limits['openblas']:.0f}, onnxruntime MLAS {limits['mlas']:.0f}); FMA peak "
+            f"{limits['fma_peak']:.0f}")
 
 
 def conv_flops(model: onnx.ModelProto, feed: dict) -> float:
@@ -99,7 +238,7 @@ def _opforge_times(model, feed, threads: int, repeat: int, folder: str) -> dict:
 
 
 def profile(name: str, model: onnx.ModelProto, feed: dict, threads: int, repeat: int,
-            limit: float) -> None:
+            limits: dict) -> None:
     """Prints per-op-type ms per run for both runtimes and their Conv GFLOP/s."""
     with tempfile.TemporaryDirectory() as folder:
         theirs = _ort_times(model, feed, threads, repeat, folder)
@@ -115,7 +254,9 @@ def profile(name: str, model: onnx.ModelProto, feed: dict, threads: int, repeat:
     conv_a = sum(t for op, t in theirs.items() if "Conv" in op)
     conv_b = sum(t for op, t in ours.items() if "Conv" in op)
     if flops and conv_a and conv_b:
-        gflops_a, gflops_b = flops / conv_a / 1e6, flops / conv_b / 1e6
-        print(f"conv {flops / 1e9:.2f} GFLOP (every op type with Conv in its name): onnxruntime "
-              f"{gflops_a:.0f} GFLOP/s ({gflops_a / limit:.0%} of sgemm), opforge {gflops_b:.0f} "
-              f"GFLOP/s ({gflops_b / limit:.0%}); sgemm limit {limit:.0f} GFLOP/s")
+        limit, peak = limits["limit"], limits["fma_peak"]
+        print(f"conv {flops / 1e9:.2f} GFLOP (every op type with Conv in its name), GFLOP/s and share of "
+              f"the sgemm limit {limit:.0f} / FMA peak {peak:.0f}:")
+        for who, ms in (("onnxruntime", conv_a), ("opforge", conv_b)):
+            rate = flops / ms / 1e6
+            print(f"  {who:<12}{rate:>6.0f} GFLOP/s {rate / limit:>6.0%} {rate / peak:>6.0%}")

@@ -198,6 +198,8 @@ CASES = {
     "3x3": ((1, 16, 20, 20), (32, 16, 3, 3), dict(pads=[1, 1, 1, 1])),
     "1x1": ((1, 40, 7, 7), (24, 40, 1, 1), {}),
     "stride2": ((2, 6, 17, 15), (12, 6, 3, 3), dict(pads=[1, 0, 1, 2], strides=[2, 2])),
+    # strided, on the input's phase planes: several tiles and row blocks, two K blocks
+    "stride2_wide": ((1, 64, 30, 28), (28, 64, 3, 3), dict(pads=[1, 1, 1, 1], strides=[2, 2])),
     "grouped": ((1, 12, 10, 10), (12, 4, 3, 3), dict(pads=[1, 1, 1, 1], group=3)),
     "depthwise": ((1, 12, 10, 10), (12, 1, 3, 3), dict(pads=[1, 1, 1, 1], group=12)),
     # a padded input over 4 MB and few output channels: tiles read the input in place

@@ -151,11 +151,16 @@ def _bias_of_add(graph: Graph, add: Node | None, product: str, n: int, context) 
     return np.broadcast_to(bias.reshape(-1), (n,)).astype(np.float32)
 
 
-def _cpu_has_simd() -> bool:
-    """Whether this CPU has AVX-512F or AVX2 with FMA (Linux's /proc/cpuinfo flags)."""
+def _cpu_flags() -> set:
+    """This CPU's feature flags (Linux's /proc/cpuinfo; empty where it cannot be read)."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return False
-    flags = next((set(line.split(":", 1)[1].split()) for line in text.splitlines() if line.startswith("flags")), set())
+        return set()
+    return next((set(line.split(":", 1)[1].split()) for line in text.splitlines() if line.startswith("flags")), set())
+
+
+def _cpu_has_simd() -> bool:
+    """Whether this CPU has AVX-512F or AVX2 with FMA."""
+    flags = _cpu_flags()
     return "avx512f" in flags or {"avx2", "fma"} <= flags

@@ -171,6 +171,26 @@ def test_conv(kernels, xs, ws, attrs):
     check(kernels, "Conv", [x, w, None], attrs, opset=11, **F32)
 
 
+# Strided convs on the input's phase planes (conv_source.h), over several tiles, row blocks
+# and K blocks: a 7x7 stem, K = 576 in two blocks, dilation with stride, 3-D, and a stride
+# above the kernel (phases 0 and 1 of 3); a strided 1x1 over output tiles. Weights are scaled
+# by fan-in, so that the sums stay near 1 and the absolute tolerance keeps its meaning.
+STRIDED_CONV_CASES = [
+    ((1, 3, 45, 47), (20, 3, 7, 7), dict(strides=[2, 2], pads=[3, 3, 3, 3])),
+    ((1, 64, 29, 31), (26, 64, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((2, 70, 15, 14), (13, 70, 1, 1), dict(strides=[2, 2])),
+    ((1, 8, 23, 25), (12, 8, 3, 3), dict(strides=[3, 2], pads=[2, 0, 1, 1], dilations=[2, 1])),
+    ((1, 5, 9, 20, 21), (7, 5, 3, 3, 3), dict(strides=[2, 2, 2], pads=[1, 1, 1, 1, 1, 1])),
+    ((1, 6, 33, 34), (10, 6, 2, 2), dict(strides=[3, 3])),
+]
+
+
+@pytest.mark.parametrize("xs, ws, attrs", STRIDED_CONV_CASES)
+def test_conv_strided_phases(kernels, xs, ws, attrs):
+    x, w, b = rand(*xs), (rand(*ws) / np.sqrt(np.prod(ws[1:]))).astype(np.float32), rand(ws[0])
+    check(kernels, "Conv", [x, w, b], attrs, opset=11, **F32)
+
+
 def test_conv_float64(kernels):
     # onnxruntime has no float64 Conv on the CPU: onnx.reference is the oracle.
     x, w, b = rand(2, 3, 7, 6, dtype=np.float64), rand(4, 3, 3, 3, dtype=np.float64), rand(4, dtype=np.float64)
@@ -276,6 +296,12 @@ POOL_CASES = [
     ((2, 3, 5, 6, 7), dict(kernel_shape=[3, 2, 3], strides=[2, 1, 2], pads=[1, 0, 1, 1, 0, 1])),
     ((1, 4, 56, 56), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
     ((0, 3, 8, 8), dict(kernel_shape=[3, 3])),
+    # stride 1 into the input's own size on small planes: each plane runs as one run of floats
+    ((2, 3, 7, 7), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])),
+    ((1, 4, 9, 10), dict(kernel_shape=[2, 3], pads=[0, 1, 1, 1])),
+    ((1, 3, 13, 12), dict(kernel_shape=[3, 3], dilations=[2, 2], pads=[2, 2, 2, 2])),
+    ((2, 3, 20), dict(kernel_shape=[5], pads=[2, 2])),
+    ((1, 2, 32, 32), dict(kernel_shape=[3, 3], auto_pad="SAME_UPPER")),
 ]
 
 

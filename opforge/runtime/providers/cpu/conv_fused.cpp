@@ -7,9 +7,7 @@
 #include "conv_run.h"
 
 namespace opforge_conv {
-namespace {
 
-/// onnxruntime's activation names and how many activation_params each takes.
 Epilogue epilogue_of(const std::string& name, const std::vector<float>& params) {
   struct Known {
     const char* name;
@@ -33,6 +31,8 @@ Epilogue epilogue_of(const std::string& name, const std::vector<float>& params) 
   throw opforge::Error(opforge::str("attribute 'activation' must be one of Relu, Tanh, Sigmoid, LeakyRelu, Clip, "
                                     "HardSigmoid, got '", name, "'"));
 }
+
+namespace {
 
 template <class Ctx>
 Epilogue epilogue_attrs(const Ctx& ctx) {

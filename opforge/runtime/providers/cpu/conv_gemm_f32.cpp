@@ -3,8 +3,9 @@
 // Y[m, p] = sum_k W[m, k] * B[k, p] per image and group, k = (input channel, tap). The weights
 // are read where they lie (row m of W is already the k-contiguous stream a tile broadcasts
 // from), so nothing about them is packed, per run or ever. B is never built whole: per block of
-// K, one tile of kNR positions is packed at a time from the input (copied once into a
-// zero-padded buffer when the conv pads, so no tap needs a bounds check), and runs against the
+// K, one tile of kNR positions is packed at a time from the input (copied once, when the conv
+// pads or strides, into planes with the padding written out and each stride phase apart, so no
+// tap needs a bounds check and every tap reads consecutive floats: conv_source.h), and runs against the
 // row blocks of W while it is in L1. Bias, the residual Z and the activation are applied in
 // registers as the last K block is stored. Work is cut into near-equal slices of (tile, row
 // block) pairs, a few per thread.
@@ -14,6 +15,7 @@
 
 #include "conv_pack.h"
 #include "conv_run.h"
+#include "conv_source.h"
 #include "conv_tiles.h"
 #include "elementwise_math.h"
 
@@ -94,44 +96,36 @@ constexpr int64_t kMinSliceMacs = 512 * 1024;
 constexpr int64_t kDirectRows = 64;               ///< see reads_in_place
 constexpr int64_t kDirectBytes = 4 * 1024 * 1024;
 
-bool has_pads(const Window& w) {
-  for (int a = 0; a < 3; ++a)
-    if (w.pad[a] != 0 || w.pad_end[a] != 0) return true;
-  return false;
-}
-
-/// Whether tiles run over the padded input's grid: stride-1 convs, unless that grid wastes over
-/// 15% more lanes (its padding columns) than tiles over the output would. A grid tile packs
-/// with one copy per row, an output tile with one per output row it crosses.
+/// Whether tiles run over the grid of the source (conv_source.h) rather than over the output:
+/// unless the kernel is 1x1, or that grid wastes over 15% more lanes (its padding columns)
+/// than tiles over the output would. A grid tile packs with one copy per row, an output tile
+/// with one per output row it crosses, strided, and bounds checks when the conv pads. A 1x1
+/// conv of stride 2 packs each strided row once per tile either way, and copying a quarter of
+/// its input first made it 4% slower (resnet50's, 1 thread).
 bool grid_tiles(const Window& w) {
-  if (w.stride[0] != 1 || w.stride[1] != 1 || w.stride[2] != 1 || w.is_pointwise()) return false;
-  const int64_t pitch = w.in[2] + w.pad[2] + w.pad_end[2], plane = (w.in[1] + w.pad[1] + w.pad_end[1]) * pitch;
+  if (w.k_size() == 1) return false;
+  const Source src = source_for(w);
+  const int64_t pitch = src.dims[2], plane = src.dims[1] * pitch;
   const int64_t grid_count = (w.out[0] - 1) * plane + (w.out[1] - 1) * pitch + w.out[2];
   const int64_t lanes_out = (w.out_size() + kNR / 2 - 1) / (kNR / 2) * (kNR / 2);
   const int64_t lanes_grid = (grid_count + kNR - 1) / kNR * kNR;
   return lanes_grid * 20 <= lanes_out * 23;
 }
 
-/// Whether B reads a zero-padded copy of the input: grid tiles of a conv that pads (output
-/// tiles check bounds as they pack instead).
-bool reads_padded(const Window& w) { return has_pads(w) && grid_tiles(w); }
-
-/// The input's dims as B reads them.
-void source_dims(const Window& w, int64_t dims[3]) {
-  for (int a = 0; a < 3; ++a) dims[a] = w.in[a] + (reads_padded(w) ? w.pad[a] + w.pad_end[a] : 0);
-}
+/// Whether B reads a copy of the input (conv_source.h): grid tiles of a conv that pads or strides.
+bool reads_copy(const Window& w) { return grid_tiles(w) && source_for(w).copied; }
 
 /// The positions tiles run over (see Grid).
 Grid grid_for(const Window& w) {
-  int64_t src[3];
-  source_dims(w, src);
   Grid g;
   g.out_h = w.out[1], g.out_w = w.out[2];
-  g.src_pitch = src[2], g.src_plane = src[1] * src[2];
+  g.src_pitch = w.in[2], g.src_plane = w.in[1] * w.in[2];
   for (int a = 0; a < 3; ++a) g.stride[a] = w.stride[a];
   g.pitch = g.out_w, g.plane = g.out_h * g.out_w, g.count = w.out_size();
   if (!grid_tiles(w)) return g;
+  const Source src = source_for(w);
   g.is_virtual = true;
+  g.src_pitch = src.dims[2], g.src_plane = src.dims[1] * src.dims[2];
   g.pitch = g.src_pitch, g.plane = g.src_plane;
   g.count = (w.out[0] - 1) * g.plane + (w.out[1] - 1) * g.pitch + w.out[2];
   return g;
@@ -157,11 +151,15 @@ Cut cut_for(const ConvShape& s, int threads) {
   c.grid = grid_for(w);
   c.tiles = (c.grid.count + kNR - 1) / kNR;
   for (int64_t t = 0; t < c.tiles; ++t)
-    c.maps.push_back(c.grid.is_virtual ? tiles::map_grid_tile(c.grid, t * kNR) : tiles::map_output_tile(c.grid, t * kNR, has_pads(w)));
+    c.maps.push_back(c.grid.is_virtual ? tiles::map_grid_tile(c.grid, t * kNR) : tiles::map_output_tile(c.grid, t * kNR, window_pads(w)));
+  const Source src = source_for(w);
   for (int64_t kd = 0; kd < w.k[0]; ++kd)
     for (int64_t kh = 0; kh < w.k[1]; ++kh)
-      for (int64_t kw = 0; kw < w.k[2]; ++kw)
-        c.tapoff.push_back(kd * w.dil[0] * c.grid.src_plane + kh * w.dil[1] * c.grid.src_pitch + kw * w.dil[2]);
+      for (int64_t kw = 0; kw < w.k[2]; ++kw) {
+        const int64_t k[3] = {kd, kh, kw};
+        c.tapoff.push_back(c.grid.is_virtual ? src.tap_offset(w, k)
+                                             : kd * w.dil[0] * c.grid.src_plane + kh * w.dil[1] * c.grid.src_pitch + kw * w.dil[2]);
+      }
   c.taps = w.k_size();
   c.k = s.cg * c.taps;
   const int64_t blocks = (c.k + kKcTarget - 1) / kKcTarget;
@@ -172,38 +170,22 @@ Cut cut_for(const ConvShape& s, int threads) {
   const int64_t macs = c.images * s.mg * c.k * c.grid.count;
   c.slices = threads <= 1 ? 1 : std::clamp<int64_t>(macs / kMinSliceMacs, 1, std::min<int64_t>(threads * kSlicesPerThread, c.items()));
   c.max_run = std::max<int64_t>(1, kL2Bytes / (c.chans_per_block * c.taps * kNR * int64_t(sizeof(float))));
-  c.direct = c.grid.is_virtual && s.mg <= kDirectRows && c.grid.src_plane * s.cg * int64_t(sizeof(float)) > kDirectBytes;
+  c.direct = c.grid.is_virtual && s.mg <= kDirectRows && src.channel() * s.cg * int64_t(sizeof(float)) > kDirectBytes;
   return c;
 }
 
-/// Floats of the padded input (all images and channels), or 0 when B reads the input as it is.
-int64_t padded_floats(const ConvShape& s) {
-  if (!reads_padded(s.w)) return 0;
-  int64_t src[3];
-  source_dims(s.w, src);
-  return s.n * s.c * src[0] * src[1] * src[2];
-}
+/// Floats of the input's copy (all images and channels), or 0 when B reads the input as it is.
+int64_t copy_floats(const ConvShape& s) { return reads_copy(s.w) ? s.n * s.c * source_for(s.w).channel() : 0; }
 
-/// x (N, C, spatial) copied into `out` with the window's zero padding around every plane.
-void pad_input(KernelContext& ctx, const ConvShape& s, const float* x, float* out) {
-  const Window& w = s.w;
-  int64_t src[3];
-  source_dims(w, src);
-  const int64_t plane = src[0] * src[1] * src[2];
+/// x (N, C, spatial) copied into `out` as the source's planes (conv_source.h).
+void copy_input(KernelContext& ctx, const ConvShape& s, const float* x, float* out) {
+  const Source src = source_for(s.w);
   ctx.parallel_for(s.n * s.c, 16, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      float* dst = out + c * plane;
-      std::fill(dst, dst + plane, 0.f);
-      const float* from = x + c * w.in_size();
-      for (int64_t d = 0; d < w.in[0]; ++d)
-        for (int64_t h = 0; h < w.in[1]; ++h)
-          std::memcpy(dst + ((d + w.pad[0]) * src[1] + h + w.pad[1]) * src[2] + w.pad[2],
-                      from + (d * w.in[1] + h) * w.in[2], size_t(w.in[2]) * sizeof(float));
-    }
+    for (int64_t c = c0; c < c1; ++c) copy_channel(s.w, src, x + c * s.w.in_size(), out + c * src.channel());
   });
 }
 
-/// The operands and cut of one convolution call; src is the input B is read from (padded or
+/// The operands and cut of one convolution call; src is the input B is read from (a copy or
 /// not), cstride its channel stride.
 struct Job {
   const ConvShape& s;
@@ -214,7 +196,7 @@ struct Job {
   const Epilogue& e;
 };
 
-/// Whether tile t reads B in place instead of packed: a whole tile of the padded grid, in a conv
+/// Whether tile t reads B in place instead of packed: a whole tile of the source's grid, in a conv
 /// with few output channels (a packed tile would serve few row blocks of W) over an input too
 /// large for the caches (packing would wait on memory). Measured on Zen 5, 1 thread: VGG's 64
 /// channels at 224x224 167 GFLOP/s in place, 152 packed; at 56x56, and 128 channels at 112x112,
@@ -236,7 +218,7 @@ void run_kblock(const Job& job, int64_t image, int64_t t0, int64_t t1, int64_t m
   const int64_t cb = std::min(c.chans_per_block, s.cg - c0), kc = cb * c.taps;
   const int64_t step = c.grid.is_virtual ? 1 : s.w.stride[2];
   pack.resize(size_t((t1 - t0) * kc * kNR));
-  const bool bounded = has_pads(s.w) && !c.grid.is_virtual;
+  const bool bounded = window_pads(s.w) && !c.grid.is_virtual;
   for (int64_t t = t0; t < t1; ++t) {
     float* out = pack.data() + (t - t0) * kc * kNR;
     if (reads_in_place(c, t)) continue;
@@ -293,19 +275,19 @@ void run_slice(const Job& job, int64_t lo, int64_t hi) {
 
 }  // namespace
 
-int64_t conv_gemm_f32_workspace(const ConvShape& s) { return padded_floats(s) * int64_t(sizeof(float)); }
+int64_t conv_gemm_f32_workspace(const ConvShape& s) { return copy_floats(s) * int64_t(sizeof(float)); }
 
 bool conv_gemm_f32(KernelContext& ctx, const ConvShape& s, const float* x, const float* w, const float* bias,
                    const float* z, float* y, const Epilogue& e) {
   const Cut cut = cut_for(s, ctx.num_threads());
   const float* src = x;
   int64_t cstride = s.w.in_size();
-  if (const int64_t padded = padded_floats(s)) {
-    OPFORGE_CHECK(ctx.workspace_bytes() >= padded * int64_t(sizeof(float)),
-                  "the workspace is smaller than the padded input");
-    pad_input(ctx, s, x, ctx.workspace<float>());
+  if (const int64_t copied = copy_floats(s)) {
+    OPFORGE_CHECK(ctx.workspace_bytes() >= copied * int64_t(sizeof(float)),
+                  "the workspace is smaller than the input's copy");
+    copy_input(ctx, s, x, ctx.workspace<float>());
     src = ctx.workspace<float>();
-    cstride = padded / (s.n * s.c);
+    cstride = copied / (s.n * s.c);
   }
   const Job job{s, cut, src, w, bias, z, cstride, y, e};
   const int64_t items = cut.items(), slices = cut.slices;

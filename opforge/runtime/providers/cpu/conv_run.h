@@ -96,6 +96,10 @@ struct Epilogue {
   }
 };
 
+/// The epilogue of FusedConv's (onnxruntime's) activation name and activation_params; throws
+/// for an unknown name or too few parameters.
+Epilogue epilogue_of(const std::string& name, const std::vector<float>& params);
+
 /// Whether conv_gemm_f32 has tiles for this build's CPU (AVX-512).
 #if defined(__AVX512F__)
 constexpr bool kHasGemmF32 = true;

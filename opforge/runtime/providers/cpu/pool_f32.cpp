@@ -5,7 +5,8 @@
 // overlap it, and no padded copy of the plane is made. Planes are split between the host's
 // threads; the scratch rows are per thread and kept between calls. The mean's divisor per output
 // (taps inside the input, or inside the padded input with count_include_pad) is worked out once
-// per call. A window covering the whole plane is a plain reduction.
+// per call. A window covering the whole plane is a plain reduction; a small plane pooled at
+// stride 1 into its own size runs as one run of floats (run_flat).
 #include <algorithm>
 #include <limits>
 #include <vector>
@@ -163,6 +164,95 @@ float reduce_plane(const float* x, int64_t n, bool max) {
   return max ? _mm512_reduce_max_ps(acc) : _mm512_reduce_add_ps(acc);
 }
 
+constexpr int64_t kFlatMax = 1024;  ///< floats of a plane at most, for run_flat
+
+/// Whether planes run flat (run_flat): stride 1 with the output the input's size (the padding
+/// "same"), on planes small enough that going row by row is mostly overhead (a 7x7 plane is
+/// one vector a quarter full per row, and its pool took 3x onnxruntime's time).
+bool runs_flat(const Window& w) {
+  return w.stride[1] == 1 && w.stride[2] == 1 && w.out[1] == w.in[1] && w.out[2] == w.in[2] &&
+         w.in_size() <= kFlatMax;
+}
+
+/// A plane as one run of floats: tap kw of position i reads i + off_w[kw] and tap kh of the
+/// row pass's result reads i + off_h[kh], in the lanes of mask_w / mask_h ([vector][tap]) whose
+/// tap stays inside the position's row or column.
+struct FlatTaps {
+  int64_t vectors = 0;
+  std::vector<int64_t> off_w, off_h;
+  std::vector<__mmask16> mask_w, mask_h, stores;
+};
+
+void flat_taps(const Window& w, FlatTaps& t) {
+  const int64_t n = w.in_size(), width = w.in[2], height = w.in[1];
+  t.vectors = (n + kLanes - 1) / kLanes;
+  t.off_w.clear(), t.off_h.clear(), t.mask_w.clear(), t.mask_h.clear(), t.stores.clear();
+  for (int64_t kw = 0; kw < w.k[2]; ++kw) t.off_w.push_back(kw * w.dil[2] - w.pad[2]);
+  for (int64_t kh = 0; kh < w.k[1]; ++kh) t.off_h.push_back((kh * w.dil[1] - w.pad[1]) * width);
+  for (int64_t v = 0; v < t.vectors; ++v) {
+    auto mask = [&](auto inside) {
+      uint32_t m = 0;
+      for (int64_t l = 0; l < kLanes; ++l)
+        if (v * kLanes + l < n && inside(v * kLanes + l)) m |= 1u << l;
+      return __mmask16(m);
+    };
+    for (int64_t kw = 0; kw < w.k[2]; ++kw) {
+      const int64_t d = kw * w.dil[2] - w.pad[2];
+      t.mask_w.push_back(mask([&](int64_t i) { return i % width + d >= 0 && i % width + d < width; }));
+    }
+    for (int64_t kh = 0; kh < w.k[1]; ++kh) {
+      const int64_t d = kh * w.dil[1] - w.pad[1];
+      t.mask_h.push_back(mask([&](int64_t i) { return i / width + d >= 0 && i / width + d < height; }));
+    }
+    t.stores.push_back(mask([](int64_t) { return true; }));
+  }
+}
+
+/// One plane run flat: the row pass into `h` (t.vectors * 16 floats), then the column pass
+/// into y, times inv (per position) for the mean.
+template <bool Max>
+void run_flat(const FlatTaps& t, const float* x, const float* inv, float* h, float* y) {
+  const __m512 fill = _mm512_set1_ps(Max ? -std::numeric_limits<float>::infinity() : 0.f);
+  const int64_t kw_n = int64_t(t.off_w.size()), kh_n = int64_t(t.off_h.size());
+  for (int64_t v = 0; v < t.vectors; ++v) {
+    __m512 acc = fill;
+    for (int64_t kw = 0; kw < kw_n; ++kw)
+      acc = combine<Max>(acc, _mm512_mask_loadu_ps(fill, t.mask_w[size_t(v * kw_n + kw)], x + v * kLanes + t.off_w[size_t(kw)]));
+    _mm512_storeu_ps(h + v * kLanes, acc);
+  }
+  for (int64_t v = 0; v < t.vectors; ++v) {
+    __m512 acc = fill;
+    for (int64_t kh = 0; kh < kh_n; ++kh)
+      acc = combine<Max>(acc, _mm512_mask_loadu_ps(fill, t.mask_h[size_t(v * kh_n + kh)], h + v * kLanes + t.off_h[size_t(kh)]));
+    if (!Max) acc = _mm512_mul_ps(acc, _mm512_loadu_ps(inv + v * kLanes));
+    _mm512_mask_storeu_ps(y + v * kLanes, t.stores[size_t(v)], acc);
+  }
+}
+
+/// pool_f32 for windows that run flat.
+void pool_flat(KernelContext& ctx, const PoolPlan& plan, bool max, bool include_pad, const float* x, float* y) {
+  thread_local FlatTaps taps;
+  thread_local std::vector<float> inv;
+  const Window& w = plan.w;
+  flat_taps(w, taps);
+  const int64_t n = w.in_size(), padded = taps.vectors * kLanes;
+  if (!max) {
+    inverse_counts(plan, include_pad, w.out[2], inv);
+    inv.resize(size_t(padded), 0.f);
+  }
+  const FlatTaps& shared_taps = taps;
+  const float* shared_inv = inv.data();
+  ctx.parallel_for(plan.planes, std::max<int64_t>(1, 16384 / (2 * n)), [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> h;
+    h.resize(size_t(padded));
+    for (int64_t c = begin; c < end; ++c)
+      if (max)
+        run_flat<true>(shared_taps, x + c * n, shared_inv, h.data(), y + c * n);
+      else
+        run_flat<false>(shared_taps, x + c * n, shared_inv, h.data(), y + c * n);
+  });
+}
+
 bool is_global(const Window& w) {
   return w.out_size() == 1 && w.k[1] == w.in[1] && w.k[2] == w.in[2] && w.pad[1] == 0 && w.pad[2] == 0 &&
          w.dil[1] == 1 && w.dil[2] == 1;
@@ -199,6 +289,10 @@ bool pool_f32(KernelContext& ctx, const PoolPlan& plan, bool max, bool include_p
     ctx.parallel_for(plan.planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in)), [&](int64_t b, int64_t e) {
       for (int64_t c = b; c < e; ++c) y[c] = reduce_plane(x + c * in, in, max) / (max ? 1.f : float(in));
     });
+    return true;
+  }
+  if (runs_flat(w)) {
+    pool_flat(ctx, plan, max, include_pad, x, y);
     return true;
   }
   // Kept between calls, so a call allocates nothing once the largest plane has been seen.

@@ -1,0 +1,96 @@
+// conv_source.h: the input as the grid tiles of opforge's float32 convolution read it: the input
+// itself, or a copy with the padding written out and each stride's phases in planes of their own,
+// so that consecutive outputs read consecutive floats at every tap, whatever the stride.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "conv.h"
+
+namespace opforge_conv {
+
+using opforge_nn::Window;
+
+/// Where B is read from. A copy holds, per channel, one plane per phase: phase (r0, r1, r2) is
+/// the padded input sampled every stride elements from offset r, and tap k of output o reads
+/// phase (k * dil) % stride at o + (k * dil) / stride. Only the phases some tap reads are kept
+/// (a 1x1 conv of stride 2 keeps one in four). Stride 1 has the one phase: the padded input.
+struct Source {
+  bool copied = false;      ///< a copy, else the input as it is
+  int64_t dims[3];          ///< one phase plane
+  std::vector<int64_t> residues[3];  ///< per axis, the phases kept (offsets mod stride)
+  int64_t plane() const { return dims[0] * dims[1] * dims[2]; }
+  int64_t phases() const { return int64_t(residues[0].size() * residues[1].size() * residues[2].size()); }
+  /// Floats per channel.
+  int64_t channel() const { return plane() * phases(); }
+  /// Offset of tap (kd, kh, kw) from the position it serves.
+  int64_t tap_offset(const Window& w, const int64_t k[3]) const {
+    int64_t phase = 0, off = 0;
+    for (int a = 0; a < 3; ++a) {
+      const int64_t t = k[a] * w.dil[a], r = t % w.stride[a];
+      const auto& res = residues[a];
+      phase = phase * int64_t(res.size()) + (std::find(res.begin(), res.end(), r) - res.begin());
+      off = off * dims[a] + t / w.stride[a];
+    }
+    return phase * plane() + off;
+  }
+};
+
+inline bool window_pads(const Window& w) {
+  for (int a = 0; a < 3; ++a)
+    if (w.pad[a] != 0 || w.pad_end[a] != 0) return true;
+  return false;
+}
+
+inline bool window_strides(const Window& w) { return w.stride[0] != 1 || w.stride[1] != 1 || w.stride[2] != 1; }
+
+/// The source of a conv's grid tiles: the input itself for stride 1 without pads, else a copy.
+inline Source source_for(const Window& w) {
+  Source s;
+  s.copied = window_pads(w) || window_strides(w);
+  for (int a = 0; a < 3; ++a) {
+    if (!s.copied) {
+      s.dims[a] = w.in[a];
+      s.residues[a] = {0};
+      continue;
+    }
+    s.dims[a] = w.out[a] + (w.k[a] - 1) * w.dil[a] / w.stride[a];
+    for (int64_t k = 0; k < w.k[a]; ++k) {
+      const int64_t r = k * w.dil[a] % w.stride[a];
+      if (std::find(s.residues[a].begin(), s.residues[a].end(), r) == s.residues[a].end()) s.residues[a].push_back(r);
+    }
+  }
+  return s;
+}
+
+/// The copy of one channel x (dims w.in) into out (src.channel() floats), zero in the padding.
+inline void copy_channel(const Window& w, const Source& src, const float* x, float* out) {
+  const int64_t hw = w.in[1] * w.in[2];
+  for (int64_t r0 : src.residues[0])
+    for (int64_t r1 : src.residues[1])
+      for (int64_t r2 : src.residues[2]) {
+        const int64_t off_w = r2 - w.pad[2], s = w.stride[2];
+        int64_t lo, hi;
+        opforge_nn::valid_outputs(src.dims[2], w.in[2], s, off_w, &lo, &hi);
+        for (int64_t d = 0; d < src.dims[0]; ++d)
+          for (int64_t h = 0; h < src.dims[1]; ++h, out += src.dims[2]) {
+            const int64_t id = d * w.stride[0] + r0 - w.pad[0], ih = h * w.stride[1] + r1 - w.pad[1];
+            if (id < 0 || id >= w.in[0] || ih < 0 || ih >= w.in[1] || lo >= hi) {
+              std::fill(out, out + src.dims[2], 0.f);
+              continue;
+            }
+            const float* row = x + id * hw + ih * w.in[2];
+            std::fill(out, out + lo, 0.f);
+            if (s == 1)
+              std::memcpy(out + lo, row + lo + off_w, size_t(hi - lo) * sizeof(float));
+            else
+              for (int64_t i = lo; i < hi; ++i) out[i] = row[i * s + off_w];
+            std::fill(out + hi, out + src.dims[2], 0.f);
+          }
+      }
+}
+
+}  // namespace opforge_conv
