@@ -228,17 +228,17 @@ bool aliases(const py::array& a, const Ranges& borrowed) {
 /// A Python step's sequence result with the arena views it holds copied out: SequenceInsert and
 /// SequenceConstruct keep their inputs, whose arena blocks later steps (or the next run of a
 /// loop body's plan) reuse.
-py::object owned_items(const py::object& value, const Ranges& borrowed, const py::module_& np) {
+py::object owned_items(const py::object& value, const Ranges& borrowed) {
   if (borrowed.empty() || !py::isinstance<py::list>(value)) return value;
   py::list out;
   bool copied = false;
   for (auto item : value.cast<py::list>()) {
     py::object v = py::reinterpret_borrow<py::object>(item);
     if (py::isinstance<py::array>(v) && aliases(v.cast<py::array>(), borrowed)) {
-      v = np.attr("array")(v, py::arg("copy") = true);
+      v = py::module_::import("numpy").attr("array")(v, py::arg("copy") = true);
       copied = true;
     } else if (py::isinstance<py::list>(v)) {
-      py::object inner = owned_items(v, borrowed, np);
+      py::object inner = owned_items(v, borrowed);
       copied = copied || !inner.is(v);
       v = inner;
     }
@@ -269,7 +269,6 @@ void Plan::run_python(Run& r, const PlanStep& s) {
     borrowed.emplace_back(lo, lo + nbytes(in.t));
   }
   py::list results = s.fn(args);
-  py::module_ np = py::module_::import("numpy");
   for (size_t k = 0; k < s.outputs.size() && k < results.size(); ++k) {
     if (s.outputs[k] < 0) continue;
     py::object value = results[k];
@@ -277,11 +276,11 @@ void Plan::run_python(Run& r, const PlanStep& s) {
     if (py::isinstance<py::array>(value)) {
       py::array a = value.cast<py::array>();
       if (aliases(a, borrowed) || !(a.flags() & py::array::c_style))
-        a = np.attr("array")(a, py::arg("copy") = true, py::arg("order") = "C");  // native steps read C order
+        a = py::module_::import("numpy").attr("array")(a, py::arg("copy") = true, py::arg("order") = "C");  // native steps read C order
       value = a;
       out.t = dtype_code(a.dtype()) != OPF_UNDEFINED ? view_of(a) : opf_tensor{};
     } else {
-      value = owned_items(value, borrowed, np);
+      value = owned_items(value, borrowed);
       std::memset(&out.t, 0, sizeof(opf_tensor));
     }
     out.owner = value;
@@ -301,7 +300,14 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
   for (auto& feed : feeds) {
     Slot& slot = r.slots.at(size_t(feed.first));
     slot.owner = feed.second;
-    if (py::isinstance<py::array>(feed.second)) slot.t = view_of(feed.second.cast<py::array>());
+    if (!py::isinstance<py::array>(feed.second)) continue;
+    py::array a = py::reinterpret_borrow<py::array>(feed.second);
+    if (!(a.flags() & py::array::c_style)) {  // native steps read C order
+      a = py::array::ensure(a, py::array::c_style);
+      if (!a) throw py::error_already_set();
+      slot.owner = a;
+    }
+    slot.t = view_of(a);
   }
   r.arena = arena_bytes_ > 0 ? take_arena() : nullptr;
   StepError failure;
