@@ -291,6 +291,8 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
                    py::object cancel) {
   Run r(*this);
   r.slots.resize(slots_.size());
+  r.ins.reserve(8);
+  r.outs.reserve(8);
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i].kind == SlotKind::Constant) {
       r.slots[i].owner = slots_[i].constant;
@@ -361,6 +363,20 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
   if (!failure.message.empty())
     raise_call_error(CallError(failure.message, failure.bad_argument, failure.too_big));
   return collect_outputs(r, outputs);
+}
+
+py::list Plan::run_env(const py::dict& env, py::object cancel) {
+  std::vector<std::pair<int, py::object>> feeds;
+  feeds.reserve(feed_names_.size());
+  for (auto& [slot, name] : feed_names_) {
+    PyObject* value = PyDict_GetItemWithError(env.ptr(), name.ptr());  // borrowed
+    if (value != nullptr) {
+      feeds.emplace_back(slot, py::reinterpret_borrow<py::object>(value));
+    } else if (PyErr_Occurred()) {
+      throw py::error_already_set();
+    }
+  }
+  return run(feeds, env_outputs_, std::move(cancel));
 }
 
 py::list Plan::take_profile() {

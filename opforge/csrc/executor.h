@@ -55,6 +55,14 @@ class Plan {
   py::list run(const std::vector<std::pair<int, py::object>>& feeds, const std::vector<int>& outputs,
                py::object cancel);
 
+  /// Names the value fed into `slot`, for run_env.
+  void set_feed(int slot, py::str name) { feed_names_.emplace_back(slot, std::move(name)); }
+  /// The slots run_env hands back.
+  void set_outputs(std::vector<int> outputs) { env_outputs_ = std::move(outputs); }
+  /// `run` with the feeds read from `env` (name -> value) by the names set_feed gave: a batch-1
+  /// model's whole run is a few microseconds, and building (slot, value) pairs in Python is ~1.
+  py::list run_env(const py::dict& env, py::object cancel);
+
   /// With `on`, later runs time every step; take_profile() hands back and forgets the
   /// (step index, start, seconds) of each, start on the clock of Python's time.perf_counter.
   void set_profiling(bool on) { profiling_ = on; }
@@ -84,6 +92,8 @@ class Plan {
 
   std::vector<SlotInfo> slots_;
   std::vector<PlanStep> steps_;
+  std::vector<std::pair<int, py::str>> feed_names_;
+  std::vector<int> env_outputs_;
   int64_t arena_bytes_;
   ThreadPool* pool_;
   std::mutex arenas_mu_;

@@ -184,9 +184,11 @@ class InferenceSession(SessionExtras):
         """Run the model on ``input_feed`` ({input name: value}); return the named outputs
         (all when ``output_names`` is None), in that order. Raises FeedError for a bad feed,
         KernelError naming the node that failed, RunCancelledError if ``terminate`` was set."""
-        return [v if type(v) is np.ndarray and v.dtype.kind not in "US" else
-                as_output(to_host(v) if on_device(v) else v)
-                for v in self._run(output_names, input_feed, run_options)]
+        outputs = self._run(output_names, input_feed, run_options)
+        for index, value in enumerate(outputs):
+            if type(value) is not np.ndarray or value.dtype.kind in "US":
+                outputs[index] = as_output(to_host(value) if on_device(value) else value)
+        return outputs
 
     def _run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
              run_options: RunOptions | None = None, keep_on_device: bool = False) -> list[Any]:

@@ -68,7 +68,7 @@ class FeedChecker:
             key = []
             for name, dtype, rank, fixed_dims, fixed in specs:
                 value = feed.get(name)
-                if type(value) is not np.ndarray or value.dtype != dtype:
+                if type(value) is not np.ndarray or value.dtype is not dtype and value.dtype != dtype:
                     break
                 shape = value.shape
                 if rank is None:

@@ -54,10 +54,8 @@ class CompiledPlan:
 
     def run(self, env: dict, run_options=None) -> list:
         """The plan's outputs for ``env`` (arrays in any layout: the core makes C-ordered copies
-        of those that are not)."""
-        slots = self.slots
-        return self.core.run([(slots[name], value) for name, value in env.items() if name in slots],
-                             self._output_slots, run_options)
+        of those that are not); the core reads the values it was told the names of."""
+        return self.core.run_env(env, run_options)
 
     def dump(self) -> str:
         """The memory plan as a table, and the step count."""
@@ -120,7 +118,11 @@ def compile_plan(executor: Executor, record: Recording, env: dict, pool) -> Comp
     native = _native_steps(record)
     for index, step in enumerate(executor.steps):
         _add_step(core, step, slots, mem, index, index in native)
-    return CompiledPlan(core, slots, outputs, mem)
+    for name in env:
+        core.set_feed(slots[name], name)
+    plan = CompiledPlan(core, slots, outputs, mem)
+    core.set_outputs(plan._output_slots)
+    return plan
 
 
 def _add_step(core, step, slots: dict, mem: memory.MemoryPlan, index: int, native: bool) -> None:
