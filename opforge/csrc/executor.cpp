@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 
 #include "invoke.h"
 #include "opforge/dtype.h"
@@ -60,14 +61,10 @@ struct Plan::Slot {
 /// the arena back, so an error at any step leaves the plan ready for the next run. It is
 /// destroyed with the GIL held (it owns Python references).
 struct Plan::Run {
-  explicit Run(Plan& plan) : plan(plan) {}
+  explicit Run(Plan& plan) : plan(plan) { plan.take_buffers(*this); }
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
-  ~Run() {
-    for (auto& slot : slots) std::free(slot.heap);
-    for (void* p : scratch) std::free(p);
-    if (arena) plan.give_arena(arena);
-  }
+  ~Run();
   /// Memory for a step's required output that the graph does not read; freed after the step.
   void* scratch_bytes(int64_t n) {
     scratch.push_back(nullptr);
@@ -80,6 +77,7 @@ struct Plan::Run {
   }
 
   Plan& plan;
+  std::unique_ptr<RunBuffers> buffers;  // where the vectors below go back to when the run ends
   std::vector<Slot> slots;
   char* arena = nullptr;
   std::vector<void*> scratch;
@@ -88,11 +86,68 @@ struct Plan::Run {
   std::vector<opf_tensor> ins, outs;  // per-step views, reused so the loop does not allocate
 };
 
+/// A finished run's vectors, kept for the next run of the plan: allocating the slots (~300
+/// bytes each) on every run took malloc and free of a large chunk, with fastbin consolidation,
+/// about a tenth of a small model's run.
+struct Plan::RunBuffers {
+  std::vector<Slot> slots;
+  std::vector<void*> scratch;
+  std::vector<py::object> dead;
+  std::vector<std::tuple<int, double, double>> times;
+  std::vector<opf_tensor> ins, outs;
+
+  void swap(Run& r) {
+    slots.swap(r.slots);
+    scratch.swap(r.scratch);
+    dead.swap(r.dead);
+    times.swap(r.times);
+    ins.swap(r.ins);
+    outs.swap(r.outs);
+  }
+};
+
+Plan::Run::~Run() {
+  for (auto& slot : slots) {  // left as a fresh run finds them: no memory, no value, no view
+    std::free(slot.heap);
+    slot.heap = nullptr;
+    slot.owner = py::object();
+    std::memset(&slot.t, 0, sizeof(opf_tensor));
+  }
+  for (void* p : scratch) std::free(p);
+  scratch.clear();
+  dead.clear();
+  times.clear();
+  if (arena) plan.give_arena(arena);
+  plan.give_buffers(*this);
+}
+
 Plan::Plan(int num_slots, int64_t arena_bytes, ThreadPool* pool)
     : slots_(size_t(num_slots)), arena_bytes_(arena_bytes), pool_(pool) {}
 
 Plan::~Plan() {
   for (char* a : free_arenas_) std::free(a);
+}
+
+void Plan::take_buffers(Run& r) {
+  {
+    std::lock_guard<std::mutex> lock(arenas_mu_);
+    if (!free_buffers_.empty()) {
+      r.buffers = std::move(free_buffers_.back());
+      free_buffers_.pop_back();
+    }
+  }
+  if (r.buffers) {
+    r.buffers->swap(r);
+  } else {
+    r.buffers = std::make_unique<RunBuffers>();
+  }
+  r.slots.resize(slots_.size());
+}
+
+void Plan::give_buffers(Run& r) {
+  r.buffers->swap(r);
+  std::lock_guard<std::mutex> lock(arenas_mu_);
+  free_buffers_.push_back(std::move(r.buffers));
 }
 
 void Plan::set_slot(int slot, int kind, int64_t offset, int64_t planned_bytes) {
@@ -135,6 +190,13 @@ void Plan::add_python(const std::string& label, py::object fn, std::vector<int> 
   s.outputs = std::move(outputs);
   s.release = std::move(release);
   steps_.push_back(std::move(s));
+}
+
+void Plan::add_string_onehot(const std::string& label, py::object fn, py::dict table, int64_t size, int input,
+                             int output, std::vector<int> release) {
+  add_python(label, std::move(fn), {input}, {output}, std::move(release));
+  steps_.back().onehot_table = std::move(table);
+  steps_.back().onehot_size = size;
 }
 
 char* Plan::take_arena() {
@@ -252,7 +314,7 @@ py::object owned_items(const py::object& value, const Ranges& borrowed) {
 void Plan::run_python(Run& r, const PlanStep& s) {
   py::list args;
   Ranges borrowed;  // arena/heap ranges lent as views
-  py::capsule no_free(&r, [](void*) {});
+  py::object no_free;  // the views' base, made for the first (a step fed only Python values lends none)
   for (int slot : s.inputs) {
     if (slot < 0) {
       args.append(py::none());
@@ -264,6 +326,7 @@ void Plan::run_python(Run& r, const PlanStep& s) {
       continue;
     }
     std::vector<py::ssize_t> shape(in.t.shape, in.t.shape + in.t.ndim);
+    if (!no_free) no_free = py::capsule(&r, [](void*) {});
     args.append(py::array(numpy_dtype(in.t.dtype), shape, in.t.data, no_free));
     const char* lo = static_cast<const char*>(in.t.data);
     borrowed.emplace_back(lo, lo + nbytes(in.t));
@@ -287,12 +350,40 @@ void Plan::run_python(Run& r, const PlanStep& s) {
   }
 }
 
+bool Plan::run_string_onehot(Run& r, const PlanStep& s) {
+  Slot& in = r.slots[size_t(s.inputs[0])];
+  if (s.outputs[0] < 0 || !in.owner || !py::isinstance<py::array>(in.owner)) return false;
+  py::array x = py::reinterpret_borrow<py::array>(in.owner);
+  if (x.dtype().kind() != 'O' || !(x.flags() & py::array::c_style) || x.ndim() + 1 > OPF_MAX_DIMS) return false;
+  const int64_t n = x.size(), size = s.onehot_size;
+  std::vector<int64_t> at(size_t(n), -1);
+  PyObject* const* keys = static_cast<PyObject* const*>(x.data());
+  for (int64_t i = 0; i < n; ++i) {
+    PyObject* index = keys[i] ? PyDict_GetItemWithError(s.onehot_table.ptr(), keys[i]) : nullptr;
+    if (index != nullptr) {
+      at[size_t(i)] = PyLong_AsLongLong(index);
+    } else if (PyErr_Occurred()) {  // an unhashable element: the Python kernel says what is wrong
+      PyErr_Clear();
+      return false;
+    }
+  }
+  opf_tensor t{};
+  t.dtype = OPF_FLOAT32;
+  t.ndim = int32_t(x.ndim()) + 1;
+  for (int d = 0; d < x.ndim(); ++d) t.shape[d] = x.shape(d);
+  t.shape[x.ndim()] = size;
+  place_output(r, s.outputs[0], t);
+  float* y = static_cast<float*>(t.data);
+  std::memset(y, 0, size_t(nbytes(t)));
+  for (int64_t i = 0; i < n; ++i)
+    if (at[size_t(i)] >= 0 && at[size_t(i)] < size) y[i * size + at[size_t(i)]] = 1.0f;
+  r.slots[size_t(s.outputs[0])].owner = py::object();
+  return true;
+}
+
 py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const std::vector<int>& outputs,
                    py::object cancel) {
   Run r(*this);
-  r.slots.resize(slots_.size());
-  r.ins.reserve(8);
-  r.outs.reserve(8);
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i].kind == SlotKind::Constant) {
       r.slots[i].owner = slots_[i].constant;
@@ -314,7 +405,7 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
   r.arena = arena_bytes_ > 0 ? take_arena() : nullptr;
   StepError failure;
   {
-    std::unique_ptr<py::gil_scoped_release> nogil;  // destroyed before `r`: the GIL is back then
+    std::optional<py::gil_scoped_release> nogil;  // destroyed before `r`: the GIL is back then
     const PlanStep* step = nullptr;
     try {
       for (const PlanStep& s : steps_) {
@@ -326,12 +417,12 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
         }
         const double started = profiling_ ? now_seconds() : 0.0;
         if (s.op) {
-          if (!nogil) nogil.reset(new py::gil_scoped_release());
+          if (!nogil) nogil.emplace();
           run_native(r, s);
         } else {
           nogil.reset();
           r.dead.clear();
-          run_python(r, s);
+          if (!s.onehot_table || !run_string_onehot(r, s)) run_python(r, s);
         }
         if (profiling_) r.times.emplace_back(int(step - steps_.data()), started, now_seconds() - started);
         release(r, s);

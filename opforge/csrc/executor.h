@@ -30,6 +30,8 @@ struct PlanStep {
   std::vector<int> release;             // slots dead after this step
   int64_t workspace_offset = -1;        // planned workspace in the arena, or -1
   int64_t workspace_bytes = 0;
+  py::object onehot_table;              // a string one-hot step: {category: index} (else None)
+  int64_t onehot_size = 0;              // its number of categories
 };
 
 /// Where a slot's memory comes from.
@@ -49,6 +51,12 @@ class Plan {
                   int64_t workspace_offset, int64_t workspace_bytes);
   void add_python(const std::string& label, py::object fn, std::vector<int> inputs,
                   std::vector<int> outputs, std::vector<int> release);
+  /// A OneHotEncoder of strings run here with the GIL held: each element of an object array
+  /// looked up in `table` ({str: index}), float32 rows of `size` out, all zeros for a string
+  /// not there. An input it cannot take (not a C-ordered object array, an unhashable element,
+  /// an unknown string when the node refuses them) goes to `fn`, the node's Python kernel.
+  void add_string_onehot(const std::string& label, py::object fn, py::dict table, int64_t size, int input,
+                         int output, std::vector<int> release);
 
   /// Runs with feeds (slot, array) and returns the values of `outputs` (slots).
   /// `cancel` is an object whose `terminate` attribute is checked between steps (or None).
@@ -74,6 +82,7 @@ class Plan {
  private:
   struct Slot;
   struct Run;
+  struct RunBuffers;
   struct SlotInfo {
     SlotKind kind = SlotKind::Dynamic;
     int64_t offset = -1, planned_bytes = 0;
@@ -84,11 +93,14 @@ class Plan {
 
   void run_native(Run& r, const PlanStep& s);
   void run_python(Run& r, const PlanStep& s);
+  bool run_string_onehot(Run& r, const PlanStep& s);
   void release(Run& r, const PlanStep& s);
   py::list collect_outputs(Run& r, const std::vector<int>& outputs);
   void place_output(Run& r, int slot, opf_tensor& meta);
   char* take_arena();
   void give_arena(char* arena);
+  void take_buffers(Run& r);
+  void give_buffers(Run& r);
 
   std::vector<SlotInfo> slots_;
   std::vector<PlanStep> steps_;
@@ -98,6 +110,7 @@ class Plan {
   ThreadPool* pool_;
   std::mutex arenas_mu_;
   std::vector<char*> free_arenas_;
+  std::vector<std::unique_ptr<RunBuffers>> free_buffers_;  // finished runs' vectors, for the next
   bool profiling_ = false;
   std::mutex profile_mu_;
   std::vector<std::tuple<int, double, double>> profile_;

@@ -76,6 +76,7 @@ PYBIND11_MODULE(_core, m) {
       .def("set_constant", &Plan::set_constant, py::arg("slot"), py::arg("value"))
       .def("add_native", &Plan::add_native)
       .def("add_python", &Plan::add_python)
+      .def("add_string_onehot", &Plan::add_string_onehot)
       .def("run", &Plan::run, py::arg("feeds"), py::arg("outputs"), py::arg("cancel") = py::none())
       .def("set_feed", &Plan::set_feed, py::arg("slot"), py::arg("name"))
       .def("set_outputs", &Plan::set_outputs, py::arg("outputs"))

@@ -53,12 +53,15 @@ def assert_same_value(got, want, tolerance, name):
 
 
 def assert_same(model, feeds, tolerance=0.0):
-    """Every output of both sessions the same (see assert_same_value); every node on the CPU
-    provider. Returns opforge's outputs."""
+    """Every output of both sessions the same (see assert_same_value), on the first run (the
+    Python executor's) and the next two (the compiled plan's, where a OneHotEncoder of strings
+    runs in the core); every node on the CPU provider. Returns opforge's outputs."""
     ours, theirs = sessions(model)
-    got, want = ours.run(None, feeds), theirs.run(None, feeds)
-    for name, g, w in zip([o.name for o in theirs.get_outputs()], got, want):
-        assert_same_value(g, w, tolerance, f"output {name!r}")
+    want = theirs.run(None, feeds)
+    for _ in range(3):
+        got = ours.run(None, feeds)
+        for name, g, w in zip([o.name for o in theirs.get_outputs()], got, want):
+            assert_same_value(g, w, tolerance, f"output {name!r}")
     placed = [(name, provider) for name, _, provider in ours.node_providers()]
     assert all(p == CPU for _, p in placed), placed
     return got
@@ -269,6 +272,15 @@ def test_one_hot_encoder_refuses_an_unknown_category_when_zeros_is_0():
         theirs.run(None, {"X": WORDS})
     with pytest.raises(opforge.OpError, match="Unknown Category and zeros = 0"):
         ours.run(None, {"X": WORDS})
+
+
+def test_one_hot_encoder_with_zeros_0_refuses_an_unknown_category_on_its_compiled_plan():
+    ours, _ = sessions(one_node("OneHotEncoder", WORDS, 1, cats_strings=["a", "b", "zz", ""], zeros=0))
+    known = strings("a", "b", "zz").reshape(1, 3)
+    for _ in range(2):   # the second run is the compiled plan's
+        np.testing.assert_array_equal(ours.run(None, {"X": known})[0][0], np.eye(4, dtype=np.float32)[:3])
+    with pytest.raises(opforge.OpError, match="Unknown Category and zeros = 0"):
+        ours.run(None, {"X": strings("a", "c", "b").reshape(1, 3)})
 
 
 def zipmap(key_type, **attrs):

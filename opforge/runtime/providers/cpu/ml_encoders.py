@@ -179,6 +179,9 @@ class OneHotEncoder(_EncoderKernel):
         # 512 categories (1 MB), else rows are set one by one
         self.rows = (np.vstack([np.eye(self.size, dtype=np.float32), np.zeros((1, self.size), np.float32)])
                      if self.size <= 512 else None)
+        # ({category: index}, size) for a compiled plan, which then runs string inputs in its
+        # core (Plan.add_string_onehot); an unknown category is an error only here (zeros=0)
+        self.string_onehot = (self.lookup.table, self.size) if self.lookup.strings and self.zeros else None
 
     def run(self, inputs: list) -> list:
         x = inputs[0]
