@@ -192,11 +192,12 @@ void Plan::add_python(const std::string& label, py::object fn, std::vector<int> 
   steps_.push_back(std::move(s));
 }
 
-void Plan::add_string_onehot(const std::string& label, py::object fn, py::dict table, int64_t size, int input,
-                             int output, std::vector<int> release) {
+void Plan::add_core_step(const std::string& label, py::object fn, int kind, py::object table, int64_t size,
+                         int input, int output, std::vector<int> release) {
   add_python(label, std::move(fn), {input}, {output}, std::move(release));
-  steps_.back().onehot_table = std::move(table);
-  steps_.back().onehot_size = size;
+  steps_.back().core = kind;
+  steps_.back().table = std::move(table);
+  steps_.back().table_size = size;
 }
 
 char* Plan::take_arena() {
@@ -355,11 +356,11 @@ bool Plan::run_string_onehot(Run& r, const PlanStep& s) {
   if (s.outputs[0] < 0 || !in.owner || !py::isinstance<py::array>(in.owner)) return false;
   py::array x = py::reinterpret_borrow<py::array>(in.owner);
   if (x.dtype().kind() != 'O' || !(x.flags() & py::array::c_style) || x.ndim() + 1 > OPF_MAX_DIMS) return false;
-  const int64_t n = x.size(), size = s.onehot_size;
+  const int64_t n = x.size(), size = s.table_size;
   std::vector<int64_t> at(size_t(n), -1);
   PyObject* const* keys = static_cast<PyObject* const*>(x.data());
   for (int64_t i = 0; i < n; ++i) {
-    PyObject* index = keys[i] ? PyDict_GetItemWithError(s.onehot_table.ptr(), keys[i]) : nullptr;
+    PyObject* index = keys[i] ? PyDict_GetItemWithError(s.table.ptr(), keys[i]) : nullptr;
     if (index != nullptr) {
       at[size_t(i)] = PyLong_AsLongLong(index);
     } else if (PyErr_Occurred()) {  // an unhashable element: the Python kernel says what is wrong
@@ -379,6 +380,77 @@ bool Plan::run_string_onehot(Run& r, const PlanStep& s) {
     if (at[size_t(i)] >= 0 && at[size_t(i)] < size) y[i * size + at[size_t(i)]] = 1.0f;
   r.slots[size_t(s.outputs[0])].owner = py::object();
   return true;
+}
+
+namespace {
+
+/// The int64 or float32 tensor a step reads, if it is one laid out in C order.
+bool c_ordered(const opf_tensor& t, int32_t dtype) {
+  if (t.dtype != dtype || t.data == nullptr) return false;
+  int64_t expect = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    if (t.shape[d] != 1 && t.strides[d] != expect) return false;
+    expect *= t.shape[d];
+  }
+  return true;
+}
+
+}  // namespace
+
+bool Plan::run_index_to_string(Run& r, const PlanStep& s) {
+  const opf_tensor& x = r.slots[size_t(s.inputs[0])].t;
+  if (s.outputs[0] < 0 || !c_ordered(x, OPF_INT64)) return false;
+  std::vector<py::ssize_t> shape(x.shape, x.shape + x.ndim);
+  py::array y(py::dtype("O"), shape);
+  PyObject** out = static_cast<PyObject**>(y.mutable_data());
+  const int64_t* at = static_cast<const int64_t*>(x.data);
+  PyObject* const* table = PySequence_Fast_ITEMS(s.table.ptr());  // a list of table_size strings
+  const int64_t last = s.table_size - 1, n = nbytes(x) / int64_t(sizeof(int64_t));
+  for (int64_t i = 0; i < n; ++i) {  // index + 1 clipped to the table: the default out of range
+    int64_t k = at[i] < 0 ? 0 : at[i] >= last ? last : at[i] + 1;
+    PyObject* old = out[i];
+    Py_INCREF(table[k]);
+    out[i] = table[k];
+    Py_XDECREF(old);
+  }
+  Slot& o = r.slots[size_t(s.outputs[0])];
+  std::memset(&o.t, 0, sizeof(opf_tensor));
+  o.owner = std::move(y);
+  return true;
+}
+
+bool Plan::run_zipmap(Run& r, const PlanStep& s) {
+  const opf_tensor& x = r.slots[size_t(s.inputs[0])].t;
+  const int64_t classes = s.table_size;
+  if (s.outputs[0] < 0 || !c_ordered(x, OPF_FLOAT32) || x.ndim < 1 || x.ndim > 2 || x.shape[x.ndim - 1] != classes)
+    return false;
+  py::tuple spec = py::reinterpret_borrow<py::tuple>(s.table);
+  py::list keys = spec[0];
+  py::object columns = spec[1];  // None: the scores in their own order
+  const int64_t rows = x.ndim == 2 ? x.shape[0] : 1;
+  const float* scores = static_cast<const float*>(x.data);
+  py::list maps(rows);
+  for (int64_t i = 0; i < rows; ++i) {
+    py::dict row;
+    for (int64_t j = 0; j < int64_t(keys.size()); ++j) {
+      int64_t c = columns.is_none() ? j : PyLong_AsLongLong(PyList_GET_ITEM(columns.ptr(), j));
+      row[keys[size_t(j)]] = py::float_(double(scores[i * classes + c]));
+    }
+    PyList_SET_ITEM(maps.ptr(), i, row.release().ptr());
+  }
+  Slot& o = r.slots[size_t(s.outputs[0])];
+  std::memset(&o.t, 0, sizeof(opf_tensor));
+  o.owner = std::move(maps);
+  return true;
+}
+
+bool Plan::run_core_step(Run& r, const PlanStep& s) {
+  switch (CoreStep(s.core)) {
+    case CoreStep::StringOneHot: return run_string_onehot(r, s);
+    case CoreStep::IndexToString: return run_index_to_string(r, s);
+    case CoreStep::ZipMap: return run_zipmap(r, s);
+    default: return false;
+  }
 }
 
 py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const std::vector<int>& outputs,
@@ -422,7 +494,7 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
         } else {
           nogil.reset();
           r.dead.clear();
-          if (!s.onehot_table || !run_string_onehot(r, s)) run_python(r, s);
+          if (!s.core || !run_core_step(r, s)) run_python(r, s);
         }
         if (profiling_) r.times.emplace_back(int(step - steps_.data()), started, now_seconds() - started);
         release(r, s);

@@ -30,8 +30,19 @@ struct PlanStep {
   std::vector<int> release;             // slots dead after this step
   int64_t workspace_offset = -1;        // planned workspace in the arena, or -1
   int64_t workspace_bytes = 0;
-  py::object onehot_table;              // a string one-hot step: {category: index} (else None)
-  int64_t onehot_size = 0;              // its number of categories
+  int core = 0;                         // a CoreStep the core runs itself, or 0
+  py::object table;                     // what that core step reads (see CoreStep)
+  int64_t table_size = 0;
+};
+
+/// Python kernels of the ML string and map ops whose usual inputs the core runs itself, with
+/// the GIL held and no Python frame (a batch-1 pipeline is a few of these and little else).
+/// Any input one cannot take goes to the node's Python kernel.
+enum class CoreStep : int {
+  None = 0,
+  StringOneHot = 1,   // OneHotEncoder of strings: table {str: index}, size categories
+  IndexToString = 2,  // CategoryMapper of 0..n-1: table [default, strings..., default], size n + 2
+  ZipMap = 3,         // ZipMap: table (keys, columns or None), size classes
 };
 
 /// Where a slot's memory comes from.
@@ -51,12 +62,10 @@ class Plan {
                   int64_t workspace_offset, int64_t workspace_bytes);
   void add_python(const std::string& label, py::object fn, std::vector<int> inputs,
                   std::vector<int> outputs, std::vector<int> release);
-  /// A OneHotEncoder of strings run here with the GIL held: each element of an object array
-  /// looked up in `table` ({str: index}), float32 rows of `size` out, all zeros for a string
-  /// not there. An input it cannot take (not a C-ordered object array, an unhashable element,
-  /// an unknown string when the node refuses them) goes to `fn`, the node's Python kernel.
-  void add_string_onehot(const std::string& label, py::object fn, py::dict table, int64_t size, int input,
-                         int output, std::vector<int> release);
+  /// A Python step (`fn`, as add_python) of one input and one output that the core runs itself
+  /// as `kind` (a CoreStep) when it can take the input.
+  void add_core_step(const std::string& label, py::object fn, int kind, py::object table, int64_t size,
+                     int input, int output, std::vector<int> release);
 
   /// Runs with feeds (slot, array) and returns the values of `outputs` (slots).
   /// `cancel` is an object whose `terminate` attribute is checked between steps (or None).
@@ -93,7 +102,10 @@ class Plan {
 
   void run_native(Run& r, const PlanStep& s);
   void run_python(Run& r, const PlanStep& s);
+  bool run_core_step(Run& r, const PlanStep& s);
   bool run_string_onehot(Run& r, const PlanStep& s);
+  bool run_index_to_string(Run& r, const PlanStep& s);
+  bool run_zipmap(Run& r, const PlanStep& s);
   void release(Run& r, const PlanStep& s);
   py::list collect_outputs(Run& r, const std::vector<int>& outputs);
   void place_output(Run& r, int slot, opf_tensor& meta);

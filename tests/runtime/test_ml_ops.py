@@ -388,10 +388,12 @@ def test_string_class_labels_run_on_the_cpu_provider(case, split):
     x = features(rng)
     ops = ["TreeEnsembleClassifier", "CategoryMapper"] if split else ["TreeEnsembleClassifier"]
     assert [(op, p) for _, op, p in ours.node_providers()] == [(op, CPU) for op in ops]
-    (label, scores), (want_label, want_scores) = ours.run(None, {"X": x}), theirs.run(None, {"X": x})
-    assert label.dtype == object and set(want_label) >= {"no", "maybe"}
-    np.testing.assert_array_equal(label, want_label)
-    assert_close(scores, want_scores, 0, 0, "Z")
+    want_label, want_scores = theirs.run(None, {"X": x})
+    for _ in range(3):   # the first run records; the others run the compiled plan (its core maps the labels)
+        label, scores = ours.run(None, {"X": x})
+        assert label.dtype == object and set(want_label) >= {"no", "maybe"}
+        np.testing.assert_array_equal(label, want_label)
+        assert_close(scores, want_scores, 0, 0, "Z")
 
 
 def test_a_model_saved_with_its_string_labels_split_runs_on_onnxruntime(tmp_path):

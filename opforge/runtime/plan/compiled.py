@@ -133,10 +133,10 @@ def _add_step(core, step, slots: dict, mem: memory.MemoryPlan, index: int, nativ
         ws = mem.blocks.get(mem.workspace_name(index))
         core.add_native(step.node.label, step.kernel.handle, step.kernel.attrs, ins, outs, release,
                         ws.offset if ws else -1, ws.size if ws else 0)
-    elif getattr(step.kernel, "string_onehot", None) and len(ins) == 1 and len(outs) == 1:
-        table, size = step.kernel.string_onehot   # a OneHotEncoder of strings: run in the core
-        core.add_string_onehot(step.node.label, functools.partial(_run_kernel, step), table, size,
-                               ins[0], outs[0], release)
+    elif getattr(step.kernel, "core_step", None) and len(ins) == 1 and len(outs) == 1:
+        kind, table, size = step.kernel.core_step   # the core runs the usual inputs itself
+        core.add_core_step(step.node.label, functools.partial(_run_kernel, step), _core.CORE_STEPS[kind],
+                           table, size, ins[0], outs[0], release)
     else:
         core.add_python(step.node.label, functools.partial(_run_kernel, step),
                         ins, outs, release)

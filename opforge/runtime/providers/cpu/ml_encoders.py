@@ -147,6 +147,8 @@ class CategoryMapper(_EncoderKernel):
         # split_string_labels pass writes it): one take from [default, strings..., default]
         self.dense = (np.array([default, *strings.tolist(), default], object)
                       if np.array_equal(ints, np.arange(ints.size)) else None)
+        # a compiled plan maps int64 inputs through the same table in its core
+        self.core_step = None if self.dense is None else ("index_to_string", self.dense.tolist(), self.dense.size)
 
     def run(self, inputs: list) -> list:
         x = np.asarray(inputs[0])
@@ -179,9 +181,10 @@ class OneHotEncoder(_EncoderKernel):
         # 512 categories (1 MB), else rows are set one by one
         self.rows = (np.vstack([np.eye(self.size, dtype=np.float32), np.zeros((1, self.size), np.float32)])
                      if self.size <= 512 else None)
-        # ({category: index}, size) for a compiled plan, which then runs string inputs in its
-        # core (Plan.add_string_onehot); an unknown category is an error only here (zeros=0)
-        self.string_onehot = (self.lookup.table, self.size) if self.lookup.strings and self.zeros else None
+        # a compiled plan runs string inputs in its core (Plan.add_core_step); an unknown
+        # category is an error only here (zeros=0)
+        self.core_step = (("string_onehot", self.lookup.table, self.size)
+                          if self.lookup.strings and self.zeros else None)
 
     def run(self, inputs: list) -> list:
         x = inputs[0]

@@ -70,6 +70,9 @@ class ZipMap:
         self.columns = np.array([last[k] for k in self.keys], np.int64)
         if np.array_equal(self.columns, np.arange(self.classes)):
             self.columns = None   # labels sorted and distinct (skl2onnx's): the scores as they come
+        # a compiled plan makes the maps of float32 scores in its core (Plan.add_core_step)
+        self.core_step = ("zipmap", (list(self.keys), None if self.columns is None else self.columns.tolist()),
+                          self.classes)
 
     def run(self, inputs: list) -> list:
         x = np.asarray(inputs[0])
