@@ -5,10 +5,14 @@
 Trains seeded sklearn models on a synthetic 20-feature problem, converts them with skl2onnx
 (no ZipMap) and times each at batch 1 and 1000: a 100-tree random forest (classifier and
 regressor), a 100-tree gradient boosting classifier, and a StandardScaler + LogisticRegression
-pipeline. Prints the load average, median latency of each runtime, the opforge/onnxruntime
-ratio, how many nodes ran on the reference fallback, and whether the outputs matched
-(relative 1e-5, absolute 1e-6) before timing. Target (DESIGN.md): real models geo-mean <= 1.25,
-none above 2x.
+pipeline. Then string pipelines as skl2onnx converts them by default: a ColumnTransformer
+(OneHotEncoder on two string columns, StandardScaler on three number columns) before a
+LogisticRegression, a 100-tree random forest or an SVC with probabilities, string class labels
+and ZipMap's list of dicts. Prints the load average, median latency of each runtime, the
+opforge/onnxruntime ratio, how many nodes ran on the reference fallback, and whether the
+outputs matched (relative 1e-5, absolute 1e-6; labels and map keys exactly) before timing.
+Targets (DESIGN.md, issue 9): real models geo-mean <= 1.25, none above 2x; sklearn pipelines
+within 1.5x.
 """
 import argparse
 import math
@@ -17,6 +21,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 
 import opforge
@@ -46,6 +51,50 @@ def models() -> list:
     ]
 
 
+def string_table(rows: int, seed: int = 0):
+    """A frame of two string columns, an int64 one and two float ones, and string labels that
+    depend on all of them."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame({"color": rng.choice(["red", "green", "blue", "teal"], rows),
+                          "size": rng.choice(["S", "M", "L"], rows),
+                          "doors": rng.choice([2, 3, 5], rows).astype(np.int64),
+                          "weight": rng.normal(size=rows).astype(np.float32),
+                          "height": rng.normal(size=rows).astype(np.float32)})
+    score = (frame["weight"] + (frame["color"] == "red") - 0.5 * (frame["size"] == "L") + 0.3 * frame["doors"]
+             + rng.normal(scale=0.5, size=rows))
+    labels = np.where(score > 1.5, "high", np.where(score > 0.8, "mid", "low")).astype(object)
+    return frame, labels
+
+
+def string_models() -> list:
+    """(name, fitted pipeline, frame) for each string pipeline, converted with ZipMap."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+    from sklearn.svm import SVC
+
+    frame, labels = string_table(2000)
+
+    def encoded(model):
+        columns = ColumnTransformer([("cat", OneHotEncoder(handle_unknown="ignore"), ["color", "size"]),
+                                     ("num", StandardScaler(), ["weight", "height", "doors"])])
+        return make_pipeline(columns, model).fit(frame, labels)
+
+    return [("strings + logistic regression", encoded(LogisticRegression()), frame),
+            ("strings + random forest", encoded(RandomForestClassifier(100, max_depth=10, random_state=0)), frame),
+            ("strings + SVC (probabilities)", encoded(SVC(probability=True, random_state=0)), frame)]
+
+
+def frame_feed(frame, batch: int) -> dict:
+    """One [batch, 1] feed per column, strings as object arrays."""
+    return {c: np.asarray(frame[c].to_numpy()[:batch], dtype=object if frame[c].dtype.kind not in "fi" else None)
+            .reshape(-1, 1) for c in frame.columns}
+
+
 def convert(model, x):
     from skl2onnx import to_onnx
 
@@ -54,16 +103,26 @@ def convert(model, x):
 
 
 def matches(got: list, want: list) -> bool:
-    return len(got) == len(want) and all(
-        g.shape == w.shape and np.allclose(g, w, rtol=1e-5, atol=1e-6) for g, w in zip(got, want))
+    return len(got) == len(want) and all(_same(g, w) for g, w in zip(got, want))
 
 
-def measure(name: str, source: bytes, x: np.ndarray, batch: int, threads: int, repeat: int) -> dict:
+def _same(got, want) -> bool:
+    """Numbers within 1e-5 relative, 1e-6 absolute; labels exactly; ZipMap's lists of dicts
+    with the same keys in the same order."""
+    if isinstance(want, list):
+        return isinstance(got, list) and len(got) == len(want) and all(
+            list(g) == list(w) and np.allclose(list(g.values()), list(w.values()), rtol=1e-5, atol=1e-6)
+            for g, w in zip(got, want))
+    if want.dtype == object:
+        return got.dtype == object and got.shape == want.shape and (got == want).all()
+    return got.shape == want.shape and np.allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def measure(name: str, source: bytes, feed: dict, batch: int, threads: int, repeat: int) -> dict:
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     ref = ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
     sess = opforge.InferenceSession(source, opforge.SessionOptions(intra_op_num_threads=threads))
-    feed = {ref.get_inputs()[0].name: np.ascontiguousarray(x[:batch])}
     want = ref.run(None, feed)
     sess.run(None, feed)
     ok = matches(sess.run(None, feed), want)
@@ -83,13 +142,21 @@ def main() -> None:
     for name, model, x in models():
         source = convert(model, x)
         for batch in (1, 1000):
-            rows.append(measure(name, source, x, batch, args.threads, args.repeat if batch == 1 else args.repeat // 4))
+            feed = {onnx.load_from_string(source).graph.input[0].name: np.ascontiguousarray(x[:batch])}
+            rows.append(measure(name, source, feed, batch, args.threads, args.repeat if batch == 1 else args.repeat // 4))
+    from skl2onnx import to_onnx
+
+    for name, model, frame in string_models():
+        source = to_onnx(model, frame[:1]).SerializeToString()
+        for batch in (1, 1000):
+            rows.append(measure(name, source, frame_feed(frame, batch), batch, args.threads,
+                                args.repeat if batch == 1 else args.repeat // 4))
     print(f"\nsklearn pipelines, {args.threads} thread(s), median of {args.repeat} runs (batch 1000: a quarter)")
     print_load("at end")
     print()
-    print(f"{'model':<44}{'nodes':>6}{'ref':>5}{'ort ms':>10}{'opforge ms':>12}{'ratio':>8}  match")
+    print(f"{'model':<44}{'nodes':>6}{'ref':>5}{'ort us':>10}{'opforge us':>12}{'ratio':>8}  match")
     for r in rows:
-        print(f"{r['name']:<44}{r['nodes']:>6}{r['fallback']:>5}{r['ort'] * 1e3:>10.3f}{r['ours'] * 1e3:>12.3f}"
+        print(f"{r['name']:<44}{r['nodes']:>6}{r['fallback']:>5}{r['ort'] * 1e6:>10.1f}{r['ours'] * 1e6:>12.1f}"
               f"{r['ours'] / r['ort']:>8.2f}  {'yes' if r['ok'] else 'NO'}")
     matched = [r for r in rows if r["ok"]]
     if matched:

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 
 #include "invoke.h"
 #include "opforge/dtype.h"
@@ -60,14 +61,10 @@ struct Plan::Slot {
 /// the arena back, so an error at any step leaves the plan ready for the next run. It is
 /// destroyed with the GIL held (it owns Python references).
 struct Plan::Run {
-  explicit Run(Plan& plan) : plan(plan) {}
+  explicit Run(Plan& plan) : plan(plan) { plan.take_buffers(*this); }
   Run(const Run&) = delete;
   Run& operator=(const Run&) = delete;
-  ~Run() {
-    for (auto& slot : slots) std::free(slot.heap);
-    for (void* p : scratch) std::free(p);
-    if (arena) plan.give_arena(arena);
-  }
+  ~Run();
   /// Memory for a step's required output that the graph does not read; freed after the step.
   void* scratch_bytes(int64_t n) {
     scratch.push_back(nullptr);
@@ -80,6 +77,7 @@ struct Plan::Run {
   }
 
   Plan& plan;
+  std::unique_ptr<RunBuffers> buffers;  // where the vectors below go back to when the run ends
   std::vector<Slot> slots;
   char* arena = nullptr;
   std::vector<void*> scratch;
@@ -88,11 +86,68 @@ struct Plan::Run {
   std::vector<opf_tensor> ins, outs;  // per-step views, reused so the loop does not allocate
 };
 
+/// A finished run's vectors, kept for the next run of the plan: allocating the slots (~300
+/// bytes each) on every run took malloc and free of a large chunk, with fastbin consolidation,
+/// about a tenth of a small model's run.
+struct Plan::RunBuffers {
+  std::vector<Slot> slots;
+  std::vector<void*> scratch;
+  std::vector<py::object> dead;
+  std::vector<std::tuple<int, double, double>> times;
+  std::vector<opf_tensor> ins, outs;
+
+  void swap(Run& r) {
+    slots.swap(r.slots);
+    scratch.swap(r.scratch);
+    dead.swap(r.dead);
+    times.swap(r.times);
+    ins.swap(r.ins);
+    outs.swap(r.outs);
+  }
+};
+
+Plan::Run::~Run() {
+  for (auto& slot : slots) {  // left as a fresh run finds them: no memory, no value, no view
+    std::free(slot.heap);
+    slot.heap = nullptr;
+    slot.owner = py::object();
+    std::memset(&slot.t, 0, sizeof(opf_tensor));
+  }
+  for (void* p : scratch) std::free(p);
+  scratch.clear();
+  dead.clear();
+  times.clear();
+  if (arena) plan.give_arena(arena);
+  plan.give_buffers(*this);
+}
+
 Plan::Plan(int num_slots, int64_t arena_bytes, ThreadPool* pool)
     : slots_(size_t(num_slots)), arena_bytes_(arena_bytes), pool_(pool) {}
 
 Plan::~Plan() {
   for (char* a : free_arenas_) std::free(a);
+}
+
+void Plan::take_buffers(Run& r) {
+  {
+    std::lock_guard<std::mutex> lock(arenas_mu_);
+    if (!free_buffers_.empty()) {
+      r.buffers = std::move(free_buffers_.back());
+      free_buffers_.pop_back();
+    }
+  }
+  if (r.buffers) {
+    r.buffers->swap(r);
+  } else {
+    r.buffers = std::make_unique<RunBuffers>();
+  }
+  r.slots.resize(slots_.size());
+}
+
+void Plan::give_buffers(Run& r) {
+  r.buffers->swap(r);
+  std::lock_guard<std::mutex> lock(arenas_mu_);
+  free_buffers_.push_back(std::move(r.buffers));
 }
 
 void Plan::set_slot(int slot, int kind, int64_t offset, int64_t planned_bytes) {
@@ -135,6 +190,14 @@ void Plan::add_python(const std::string& label, py::object fn, std::vector<int> 
   s.outputs = std::move(outputs);
   s.release = std::move(release);
   steps_.push_back(std::move(s));
+}
+
+void Plan::add_core_step(const std::string& label, py::object fn, int kind, py::object table, int64_t size,
+                         int input, int output, std::vector<int> release) {
+  add_python(label, std::move(fn), {input}, {output}, std::move(release));
+  steps_.back().core = kind;
+  steps_.back().table = std::move(table);
+  steps_.back().table_size = size;
 }
 
 char* Plan::take_arena() {
@@ -228,17 +291,17 @@ bool aliases(const py::array& a, const Ranges& borrowed) {
 /// A Python step's sequence result with the arena views it holds copied out: SequenceInsert and
 /// SequenceConstruct keep their inputs, whose arena blocks later steps (or the next run of a
 /// loop body's plan) reuse.
-py::object owned_items(const py::object& value, const Ranges& borrowed, const py::module_& np) {
+py::object owned_items(const py::object& value, const Ranges& borrowed) {
   if (borrowed.empty() || !py::isinstance<py::list>(value)) return value;
   py::list out;
   bool copied = false;
   for (auto item : value.cast<py::list>()) {
     py::object v = py::reinterpret_borrow<py::object>(item);
     if (py::isinstance<py::array>(v) && aliases(v.cast<py::array>(), borrowed)) {
-      v = np.attr("array")(v, py::arg("copy") = true);
+      v = py::module_::import("numpy").attr("array")(v, py::arg("copy") = true);
       copied = true;
     } else if (py::isinstance<py::list>(v)) {
-      py::object inner = owned_items(v, borrowed, np);
+      py::object inner = owned_items(v, borrowed);
       copied = copied || !inner.is(v);
       v = inner;
     }
@@ -252,7 +315,7 @@ py::object owned_items(const py::object& value, const Ranges& borrowed, const py
 void Plan::run_python(Run& r, const PlanStep& s) {
   py::list args;
   Ranges borrowed;  // arena/heap ranges lent as views
-  py::capsule no_free(&r, [](void*) {});
+  py::object no_free;  // the views' base, made for the first (a step fed only Python values lends none)
   for (int slot : s.inputs) {
     if (slot < 0) {
       args.append(py::none());
@@ -264,12 +327,12 @@ void Plan::run_python(Run& r, const PlanStep& s) {
       continue;
     }
     std::vector<py::ssize_t> shape(in.t.shape, in.t.shape + in.t.ndim);
+    if (!no_free) no_free = py::capsule(&r, [](void*) {});
     args.append(py::array(numpy_dtype(in.t.dtype), shape, in.t.data, no_free));
     const char* lo = static_cast<const char*>(in.t.data);
     borrowed.emplace_back(lo, lo + nbytes(in.t));
   }
   py::list results = s.fn(args);
-  py::module_ np = py::module_::import("numpy");
   for (size_t k = 0; k < s.outputs.size() && k < results.size(); ++k) {
     if (s.outputs[k] < 0) continue;
     py::object value = results[k];
@@ -277,21 +340,122 @@ void Plan::run_python(Run& r, const PlanStep& s) {
     if (py::isinstance<py::array>(value)) {
       py::array a = value.cast<py::array>();
       if (aliases(a, borrowed) || !(a.flags() & py::array::c_style))
-        a = np.attr("array")(a, py::arg("copy") = true, py::arg("order") = "C");  // native steps read C order
+        a = py::module_::import("numpy").attr("array")(a, py::arg("copy") = true, py::arg("order") = "C");  // native steps read C order
       value = a;
       out.t = dtype_code(a.dtype()) != OPF_UNDEFINED ? view_of(a) : opf_tensor{};
     } else {
-      value = owned_items(value, borrowed, np);
+      value = owned_items(value, borrowed);
       std::memset(&out.t, 0, sizeof(opf_tensor));
     }
     out.owner = value;
   }
 }
 
+bool Plan::run_string_onehot(Run& r, const PlanStep& s) {
+  Slot& in = r.slots[size_t(s.inputs[0])];
+  if (s.outputs[0] < 0 || !in.owner || !py::isinstance<py::array>(in.owner)) return false;
+  py::array x = py::reinterpret_borrow<py::array>(in.owner);
+  if (x.dtype().kind() != 'O' || !(x.flags() & py::array::c_style) || x.ndim() + 1 > OPF_MAX_DIMS) return false;
+  const int64_t n = x.size(), size = s.table_size;
+  std::vector<int64_t> at(size_t(n), -1);
+  PyObject* const* keys = static_cast<PyObject* const*>(x.data());
+  for (int64_t i = 0; i < n; ++i) {
+    PyObject* index = keys[i] ? PyDict_GetItemWithError(s.table.ptr(), keys[i]) : nullptr;
+    if (index != nullptr) {
+      at[size_t(i)] = PyLong_AsLongLong(index);
+    } else if (PyErr_Occurred()) {  // an unhashable element: the Python kernel says what is wrong
+      PyErr_Clear();
+      return false;
+    }
+  }
+  opf_tensor t{};
+  t.dtype = OPF_FLOAT32;
+  t.ndim = int32_t(x.ndim()) + 1;
+  for (int d = 0; d < x.ndim(); ++d) t.shape[d] = x.shape(d);
+  t.shape[x.ndim()] = size;
+  place_output(r, s.outputs[0], t);
+  float* y = static_cast<float*>(t.data);
+  std::memset(y, 0, size_t(nbytes(t)));
+  for (int64_t i = 0; i < n; ++i)
+    if (at[size_t(i)] >= 0 && at[size_t(i)] < size) y[i * size + at[size_t(i)]] = 1.0f;
+  r.slots[size_t(s.outputs[0])].owner = py::object();
+  return true;
+}
+
+namespace {
+
+/// The int64 or float32 tensor a step reads, if it is one laid out in C order.
+bool c_ordered(const opf_tensor& t, int32_t dtype) {
+  if (t.dtype != dtype || t.data == nullptr) return false;
+  int64_t expect = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    if (t.shape[d] != 1 && t.strides[d] != expect) return false;
+    expect *= t.shape[d];
+  }
+  return true;
+}
+
+}  // namespace
+
+bool Plan::run_index_to_string(Run& r, const PlanStep& s) {
+  const opf_tensor& x = r.slots[size_t(s.inputs[0])].t;
+  if (s.outputs[0] < 0 || !c_ordered(x, OPF_INT64)) return false;
+  std::vector<py::ssize_t> shape(x.shape, x.shape + x.ndim);
+  py::array y(py::dtype("O"), shape);
+  PyObject** out = static_cast<PyObject**>(y.mutable_data());
+  const int64_t* at = static_cast<const int64_t*>(x.data);
+  PyObject* const* table = PySequence_Fast_ITEMS(s.table.ptr());  // a list of table_size strings
+  const int64_t last = s.table_size - 1, n = nbytes(x) / int64_t(sizeof(int64_t));
+  for (int64_t i = 0; i < n; ++i) {  // index + 1 clipped to the table: the default out of range
+    int64_t k = at[i] < 0 ? 0 : at[i] >= last ? last : at[i] + 1;
+    PyObject* old = out[i];
+    Py_INCREF(table[k]);
+    out[i] = table[k];
+    Py_XDECREF(old);
+  }
+  Slot& o = r.slots[size_t(s.outputs[0])];
+  std::memset(&o.t, 0, sizeof(opf_tensor));
+  o.owner = std::move(y);
+  return true;
+}
+
+bool Plan::run_zipmap(Run& r, const PlanStep& s) {
+  const opf_tensor& x = r.slots[size_t(s.inputs[0])].t;
+  const int64_t classes = s.table_size;
+  if (s.outputs[0] < 0 || !c_ordered(x, OPF_FLOAT32) || x.ndim < 1 || x.ndim > 2 || x.shape[x.ndim - 1] != classes)
+    return false;
+  py::tuple spec = py::reinterpret_borrow<py::tuple>(s.table);
+  py::list keys = spec[0];
+  py::object columns = spec[1];  // None: the scores in their own order
+  const int64_t rows = x.ndim == 2 ? x.shape[0] : 1;
+  const float* scores = static_cast<const float*>(x.data);
+  py::list maps(rows);
+  for (int64_t i = 0; i < rows; ++i) {
+    py::dict row;
+    for (int64_t j = 0; j < int64_t(keys.size()); ++j) {
+      int64_t c = columns.is_none() ? j : PyLong_AsLongLong(PyList_GET_ITEM(columns.ptr(), j));
+      row[keys[size_t(j)]] = py::float_(double(scores[i * classes + c]));
+    }
+    PyList_SET_ITEM(maps.ptr(), i, row.release().ptr());
+  }
+  Slot& o = r.slots[size_t(s.outputs[0])];
+  std::memset(&o.t, 0, sizeof(opf_tensor));
+  o.owner = std::move(maps);
+  return true;
+}
+
+bool Plan::run_core_step(Run& r, const PlanStep& s) {
+  switch (CoreStep(s.core)) {
+    case CoreStep::StringOneHot: return run_string_onehot(r, s);
+    case CoreStep::IndexToString: return run_index_to_string(r, s);
+    case CoreStep::ZipMap: return run_zipmap(r, s);
+    default: return false;
+  }
+}
+
 py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const std::vector<int>& outputs,
                    py::object cancel) {
   Run r(*this);
-  r.slots.resize(slots_.size());
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i].kind == SlotKind::Constant) {
       r.slots[i].owner = slots_[i].constant;
@@ -301,12 +465,19 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
   for (auto& feed : feeds) {
     Slot& slot = r.slots.at(size_t(feed.first));
     slot.owner = feed.second;
-    if (py::isinstance<py::array>(feed.second)) slot.t = view_of(feed.second.cast<py::array>());
+    if (!py::isinstance<py::array>(feed.second)) continue;
+    py::array a = py::reinterpret_borrow<py::array>(feed.second);
+    if (!(a.flags() & py::array::c_style)) {  // native steps read C order
+      a = py::array::ensure(a, py::array::c_style);
+      if (!a) throw py::error_already_set();
+      slot.owner = a;
+    }
+    slot.t = view_of(a);
   }
   r.arena = arena_bytes_ > 0 ? take_arena() : nullptr;
   StepError failure;
   {
-    std::unique_ptr<py::gil_scoped_release> nogil;  // destroyed before `r`: the GIL is back then
+    std::optional<py::gil_scoped_release> nogil;  // destroyed before `r`: the GIL is back then
     const PlanStep* step = nullptr;
     try {
       for (const PlanStep& s : steps_) {
@@ -318,12 +489,12 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
         }
         const double started = profiling_ ? now_seconds() : 0.0;
         if (s.op) {
-          if (!nogil) nogil.reset(new py::gil_scoped_release());
+          if (!nogil) nogil.emplace();
           run_native(r, s);
         } else {
           nogil.reset();
           r.dead.clear();
-          run_python(r, s);
+          if (!s.core || !run_core_step(r, s)) run_python(r, s);
         }
         if (profiling_) r.times.emplace_back(int(step - steps_.data()), started, now_seconds() - started);
         release(r, s);
@@ -355,6 +526,20 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
   if (!failure.message.empty())
     raise_call_error(CallError(failure.message, failure.bad_argument, failure.too_big));
   return collect_outputs(r, outputs);
+}
+
+py::list Plan::run_env(const py::dict& env, py::object cancel) {
+  std::vector<std::pair<int, py::object>> feeds;
+  feeds.reserve(feed_names_.size());
+  for (auto& [slot, name] : feed_names_) {
+    PyObject* value = PyDict_GetItemWithError(env.ptr(), name.ptr());  // borrowed
+    if (value != nullptr) {
+      feeds.emplace_back(slot, py::reinterpret_borrow<py::object>(value));
+    } else if (PyErr_Occurred()) {
+      throw py::error_already_set();
+    }
+  }
+  return run(feeds, env_outputs_, std::move(cancel));
 }
 
 py::list Plan::take_profile() {

@@ -30,6 +30,19 @@ struct PlanStep {
   std::vector<int> release;             // slots dead after this step
   int64_t workspace_offset = -1;        // planned workspace in the arena, or -1
   int64_t workspace_bytes = 0;
+  int core = 0;                         // a CoreStep the core runs itself, or 0
+  py::object table;                     // what that core step reads (see CoreStep)
+  int64_t table_size = 0;
+};
+
+/// Python kernels of the ML string and map ops whose usual inputs the core runs itself, with
+/// the GIL held and no Python frame (a batch-1 pipeline is a few of these and little else).
+/// Any input one cannot take goes to the node's Python kernel.
+enum class CoreStep : int {
+  None = 0,
+  StringOneHot = 1,   // OneHotEncoder of strings: table {str: index}, size categories
+  IndexToString = 2,  // CategoryMapper of 0..n-1: table [default, strings..., default], size n + 2
+  ZipMap = 3,         // ZipMap: table (keys, columns or None), size classes
 };
 
 /// Where a slot's memory comes from.
@@ -49,11 +62,23 @@ class Plan {
                   int64_t workspace_offset, int64_t workspace_bytes);
   void add_python(const std::string& label, py::object fn, std::vector<int> inputs,
                   std::vector<int> outputs, std::vector<int> release);
+  /// A Python step (`fn`, as add_python) of one input and one output that the core runs itself
+  /// as `kind` (a CoreStep) when it can take the input.
+  void add_core_step(const std::string& label, py::object fn, int kind, py::object table, int64_t size,
+                     int input, int output, std::vector<int> release);
 
   /// Runs with feeds (slot, array) and returns the values of `outputs` (slots).
   /// `cancel` is an object whose `terminate` attribute is checked between steps (or None).
   py::list run(const std::vector<std::pair<int, py::object>>& feeds, const std::vector<int>& outputs,
                py::object cancel);
+
+  /// Names the value fed into `slot`, for run_env.
+  void set_feed(int slot, py::str name) { feed_names_.emplace_back(slot, std::move(name)); }
+  /// The slots run_env hands back.
+  void set_outputs(std::vector<int> outputs) { env_outputs_ = std::move(outputs); }
+  /// `run` with the feeds read from `env` (name -> value) by the names set_feed gave: a batch-1
+  /// model's whole run is a few microseconds, and building (slot, value) pairs in Python is ~1.
+  py::list run_env(const py::dict& env, py::object cancel);
 
   /// With `on`, later runs time every step; take_profile() hands back and forgets the
   /// (step index, start, seconds) of each, start on the clock of Python's time.perf_counter.
@@ -66,6 +91,7 @@ class Plan {
  private:
   struct Slot;
   struct Run;
+  struct RunBuffers;
   struct SlotInfo {
     SlotKind kind = SlotKind::Dynamic;
     int64_t offset = -1, planned_bytes = 0;
@@ -76,18 +102,27 @@ class Plan {
 
   void run_native(Run& r, const PlanStep& s);
   void run_python(Run& r, const PlanStep& s);
+  bool run_core_step(Run& r, const PlanStep& s);
+  bool run_string_onehot(Run& r, const PlanStep& s);
+  bool run_index_to_string(Run& r, const PlanStep& s);
+  bool run_zipmap(Run& r, const PlanStep& s);
   void release(Run& r, const PlanStep& s);
   py::list collect_outputs(Run& r, const std::vector<int>& outputs);
   void place_output(Run& r, int slot, opf_tensor& meta);
   char* take_arena();
   void give_arena(char* arena);
+  void take_buffers(Run& r);
+  void give_buffers(Run& r);
 
   std::vector<SlotInfo> slots_;
   std::vector<PlanStep> steps_;
+  std::vector<std::pair<int, py::str>> feed_names_;
+  std::vector<int> env_outputs_;
   int64_t arena_bytes_;
   ThreadPool* pool_;
   std::mutex arenas_mu_;
   std::vector<char*> free_arenas_;
+  std::vector<std::unique_ptr<RunBuffers>> free_buffers_;  // finished runs' vectors, for the next
   bool profiling_ = false;
   std::mutex profile_mu_;
   std::vector<std::tuple<int, double, double>> profile_;

@@ -31,6 +31,11 @@ PYBIND11_MODULE(_core, m) {
   slot_kinds["constant"] = int(SlotKind::Constant);
   slot_kinds["feed"] = int(SlotKind::Feed);
   m.attr("SLOT_KINDS") = slot_kinds;
+  py::dict core_steps;
+  core_steps["string_onehot"] = int(CoreStep::StringOneHot);
+  core_steps["index_to_string"] = int(CoreStep::IndexToString);
+  core_steps["zipmap"] = int(CoreStep::ZipMap);
+  m.attr("CORE_STEPS") = core_steps;
 
   py::class_<ThreadPool>(m, "ThreadPool")
       .def(py::init<int>(), py::arg("num_threads"))
@@ -77,7 +82,11 @@ PYBIND11_MODULE(_core, m) {
       .def("set_constant", &Plan::set_constant, py::arg("slot"), py::arg("value"))
       .def("add_native", &Plan::add_native)
       .def("add_python", &Plan::add_python)
+      .def("add_core_step", &Plan::add_core_step)
       .def("run", &Plan::run, py::arg("feeds"), py::arg("outputs"), py::arg("cancel") = py::none())
+      .def("set_feed", &Plan::set_feed, py::arg("slot"), py::arg("name"))
+      .def("set_outputs", &Plan::set_outputs, py::arg("outputs"))
+      .def("run_env", &Plan::run_env, py::arg("env"), py::arg("cancel") = py::none())
       .def("set_profiling", &Plan::set_profiling, py::arg("on"))
       .def("take_profile", &Plan::take_profile)
       .def_property_readonly("arena_bytes", &Plan::arena_bytes)

@@ -53,6 +53,20 @@ py::dtype numpy_dtype(int32_t code) {
                            " arrays need the ml_dtypes package (pip install ml_dtypes)");
     }
   }
+  switch (code) {  // numpy's own descriptors: parsing a name costs ~0.3 us on every Python step
+    case OPF_FLOAT32: return py::dtype::of<float>();
+    case OPF_FLOAT64: return py::dtype::of<double>();
+    case OPF_INT8: return py::dtype::of<int8_t>();
+    case OPF_INT16: return py::dtype::of<int16_t>();
+    case OPF_INT32: return py::dtype::of<int32_t>();
+    case OPF_INT64: return py::dtype::of<int64_t>();
+    case OPF_UINT8: return py::dtype::of<uint8_t>();
+    case OPF_UINT16: return py::dtype::of<uint16_t>();
+    case OPF_UINT32: return py::dtype::of<uint32_t>();
+    case OPF_UINT64: return py::dtype::of<uint64_t>();
+    case OPF_BOOL: return py::dtype::of<bool>();
+    default: break;
+  }
   if (code == OPF_STRING || code == OPF_UNDEFINED)
     throw py::type_error(std::string("no numpy dtype for ") + dtype_name(code) + " tensors");
   return py::dtype(dtype_name(code));

@@ -10,6 +10,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 import onnx
 
 from opforge import _core
@@ -18,7 +19,7 @@ from opforge.runtime import providers as _providers  # noqa: F401  (registers th
 from opforge.runtime.errors import FeedError
 from opforge.runtime.execute.control_flow import RUN_OPTIONS, hoist_outer_constants
 from opforge.runtime.execute.executor import Dispatcher, Executor
-from opforge.runtime.execute.feeds import as_output, check_feeds, on_device, to_host
+from opforge.runtime.execute.feeds import FeedChecker, as_output, on_device, to_host
 from opforge.runtime.graph.graph import Graph, ValueInfo, build_graph, sort_graph, topological_order
 from opforge.runtime.graph.shapes import InferredTypes, infer_types
 from opforge.runtime.graph.validation import check_graph
@@ -164,6 +165,9 @@ class InferenceSession(SessionExtras):
         self._required = [v for v in graph.inputs if v.name not in graph.initializers]
         self._overridable = [v for v in graph.inputs if v.name in graph.initializers]
         self._outputs = list(graph.outputs)
+        self._output_names = [v.name for v in graph.outputs]
+        self._known_outputs = set(self._output_names)
+        self._feeds = FeedChecker(self._required, self._overridable)
         return graph
 
     def _optimize(self, graph: Graph) -> None:
@@ -180,28 +184,46 @@ class InferenceSession(SessionExtras):
         """Run the model on ``input_feed`` ({input name: value}); return the named outputs
         (all when ``output_names`` is None), in that order. Raises FeedError for a bad feed,
         KernelError naming the node that failed, RunCancelledError if ``terminate`` was set."""
-        return [as_output(to_host(v) if on_device(v) else v)
-                for v in self._run(output_names, input_feed, run_options)]
+        outputs = self._run(output_names, input_feed, run_options)
+        for index, value in enumerate(outputs):
+            if type(value) is not np.ndarray or value.dtype.kind in "US":
+                outputs[index] = as_output(to_host(value) if on_device(value) else value)
+        return outputs
 
     def _run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
              run_options: RunOptions | None = None, keep_on_device: bool = False) -> list[Any]:
         """``run``, with feeds that may be in device memory (cupy) and, with ``keep_on_device``,
         outputs left where the graph made them (io_binding's device outputs)."""
-        names = list(output_names) if output_names else [v.name for v in self._outputs]
-        known = {v.name for v in self._outputs}
+        names = list(output_names) if output_names else self._output_names
         for name in names:
-            if name not in known:
-                raise FeedError(f"unknown output {name!r}; the model's outputs are {sorted(known)}")
-        env = self._feeds_in_place(check_feeds(input_feed, self._required, self._overridable))
+            if name not in self._known_outputs:
+                raise FeedError(f"unknown output {name!r}; the model's outputs are "
+                                f"{sorted(self._known_outputs)}")
+        env, key = self._feeds.check(input_feed)
+        if key is None:
+            env = self._feeds_in_place(env)
+        if self.device is None and run_options is None and RUN_OPTIONS.get() is None \
+                and not KEEP_ON_DEVICE.get():
+            # a host session's plain run: nothing for the context to carry (a batch-1 model's
+            # whole run is a few microseconds, and setting and resetting them costs ~0.5)
+            outputs = self._runner.run(env, None, key)
+        else:
+            outputs = self._run_in_context(env, run_options, key, keep_on_device)
+        if names is self._output_names and self._executor.output_names == names:
+            return list(outputs)
+        values = dict(zip(self._executor.output_names, outputs))
+        return [values[name] for name in names]
+
+    def _run_in_context(self, env: dict, run_options, key, keep_on_device: bool) -> list[Any]:
+        """The run with its options visible to loops inside it, and the session's device current."""
         token = RUN_OPTIONS.set(run_options)   # loops inside the run watch it too
         kept = KEEP_ON_DEVICE.set(keep_on_device and self.device is not None)
         try:
             with self._on_device():
-                values = dict(zip(self._executor.output_names, self._runner.run(env, run_options)))
+                return self._runner.run(env, run_options, key)
         finally:
             KEEP_ON_DEVICE.reset(kept)
             RUN_OPTIONS.reset(token)
-        return [values[name] for name in names]
 
     def _feeds_in_place(self, env: dict) -> dict:
         """Feeds given in device memory stay there when only device kernels read them (the copy
@@ -247,7 +269,7 @@ class InferenceSession(SessionExtras):
 
         ``memory_plan(feed).dump()`` prints each value's size, arena offset, lifetime and kind.
         """
-        return self._runner.plan_for(check_feeds(input_feed, self._required, self._overridable))
+        return self._runner.plan_for(self._feeds.check(input_feed)[0])
 
     def end_profiling(self) -> str:
         """Writes the profile of the runs so far as chrome-trace JSON; returns the file name.

@@ -189,6 +189,24 @@ def test_identity_and_inference_dropout_go(tmp_path):
                  ["Relu", "Neg"], "eliminate_identities", count=2, level=LEVEL.ORT_ENABLE_BASIC)
 
 
+def test_an_identity_to_a_graph_output_has_its_producer_write_there(tmp_path):
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Identity", ["r"], ["y"]),
+             helper.make_node("Neg", ["x"], ["n"])]
+    check_fusion(build(nodes, [tensor("x", [3, 4])], [tensor("y", None), tensor("n", None)]), tmp_path,
+                 ["Relu", "Neg"], "eliminate_identities", level=LEVEL.ORT_ENABLE_BASIC)
+
+
+@pytest.mark.parametrize("also", ["read by another node", "a graph output itself"])
+def test_an_identity_to_a_graph_output_of_a_value_needed_elsewhere_stays(tmp_path, also):
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Identity", ["r"], ["y"])]
+    outputs = [tensor("y", None), tensor("r", None)]
+    if also == "read by another node":
+        nodes.append(helper.make_node("Neg", ["r"], ["n"]))
+        outputs[1] = tensor("n", None)
+    check_fusion(build(nodes, [tensor("x", [3, 4])], outputs), tmp_path, [n.op_type for n in nodes],
+                 "eliminate_identities", count=0, level=LEVEL.ORT_ENABLE_BASIC)
+
+
 def test_dropout_in_training_with_a_read_mask_or_as_a_graph_output_stays():
     nodes = [helper.make_node("Dropout", ["x", "r", "t"], ["a"], seed=1), helper.make_node("Relu", ["a"], ["y1"]),
              helper.make_node("Dropout", ["x"], ["b", "mask"]), helper.make_node("Relu", ["b"], ["y2"]),

@@ -53,12 +53,15 @@ def assert_same_value(got, want, tolerance, name):
 
 
 def assert_same(model, feeds, tolerance=0.0):
-    """Every output of both sessions the same (see assert_same_value); every node on the CPU
-    provider. Returns opforge's outputs."""
+    """Every output of both sessions the same (see assert_same_value), on the first run (the
+    Python executor's) and the next two (the compiled plan's, where a OneHotEncoder of strings
+    runs in the core); every node on the CPU provider. Returns opforge's outputs."""
     ours, theirs = sessions(model)
-    got, want = ours.run(None, feeds), theirs.run(None, feeds)
-    for name, g, w in zip([o.name for o in theirs.get_outputs()], got, want):
-        assert_same_value(g, w, tolerance, f"output {name!r}")
+    want = theirs.run(None, feeds)
+    for _ in range(3):
+        got = ours.run(None, feeds)
+        for name, g, w in zip([o.name for o in theirs.get_outputs()], got, want):
+            assert_same_value(g, w, tolerance, f"output {name!r}")
     placed = [(name, provider) for name, _, provider in ours.node_providers()]
     assert all(p == CPU for _, p in placed), placed
     return got
@@ -226,6 +229,11 @@ CATEGORY_MAPPERS = {
     "strings to int64, default": (WORDS, I, dict(cats_strings=["c"], cats_int64s=[4], default_int64=-9)),
     "int64 to strings, last of repeated": (NUMBERS, S, dict(cats_strings=["a", "b", "c"], cats_int64s=[7, 2, 7])),
     "int64 to strings, default": (NUMBERS, S, dict(cats_strings=["a"], cats_int64s=[1], default_string="none")),
+    # cats_int64s 0..n-1 (class indices to labels) take a table; below 0 and from n on the default
+    "int64 0..n-1 to strings": (np.array([[0, 2], [-1, 3], [9, 1], [-7, 0]], np.int64), S,
+                                dict(cats_strings=["x", "y", "z"], cats_int64s=[0, 1, 2], default_string="none")),
+    "int64 0..n-1 to strings, default default": (np.array([[2, -1, 3, 1 << 62]], np.int64), S,
+                                                 dict(cats_strings=["x", "y", "z"], cats_int64s=[0, 1, 2])),
 }
 
 
@@ -243,6 +251,12 @@ ONE_HOT = {
     "floats cut to int64": (np.array([[1.7, -0.5, 2.0, np.nan]], np.float32), dict(cats_int64s=[2, 1, 0])),
     "doubles cut to int64": (np.array([[-1.2, 3.99]]), dict(cats_int64s=[-1, 3])),
     "zeros=0, every category known": (WORDS[:, :1], dict(cats_strings=["a", "zz"], zeros=0)),
+    # past 512 categories rows are set one by one instead of taken from a table
+    "strings, 600 categories": (strings(*(f"w{i}" for i in range(0, 1300, 3))).reshape(-1, 1),
+                                dict(cats_strings=[f"w{i}" for i in range(600)][::-1])),
+    "int64, 600 categories": (np.arange(-5, 1300, 7, dtype=np.int64).reshape(1, -1),
+                              dict(cats_int64s=list(range(600))[::-1])),
+    "no elements": (WORDS[:0], dict(cats_strings=["a", "b"])),
 }
 
 
@@ -258,6 +272,15 @@ def test_one_hot_encoder_refuses_an_unknown_category_when_zeros_is_0():
         theirs.run(None, {"X": WORDS})
     with pytest.raises(opforge.OpError, match="Unknown Category and zeros = 0"):
         ours.run(None, {"X": WORDS})
+
+
+def test_one_hot_encoder_with_zeros_0_refuses_an_unknown_category_on_its_compiled_plan():
+    ours, _ = sessions(one_node("OneHotEncoder", WORDS, 1, cats_strings=["a", "b", "zz", ""], zeros=0))
+    known = strings("a", "b", "zz").reshape(1, 3)
+    for _ in range(2):   # the second run is the compiled plan's
+        np.testing.assert_array_equal(ours.run(None, {"X": known})[0][0], np.eye(4, dtype=np.float32)[:3])
+    with pytest.raises(opforge.OpError, match="Unknown Category and zeros = 0"):
+        ours.run(None, {"X": strings("a", "c", "b").reshape(1, 3)})
 
 
 def zipmap(key_type, **attrs):
@@ -277,6 +300,8 @@ SCORES = np.random.default_rng(3).random((5, 3)).astype(np.float32)
     (S, dict(classlabels_strings=["b", "a", "c"])),
     (S, dict(classlabels_strings=["b", "a", "b"])),   # a repeated label: its last score
     (I, dict(classlabels_int64s=[30, -1, 2])),
+    (S, dict(classlabels_strings=["a", "b", "c"])),   # sorted and distinct: the columns as they are
+    (I, dict(classlabels_int64s=[0, 1, 2])),
 ])
 def test_zipmap_gives_onnxruntimes_list_of_dicts(key_type, attrs, x):
     assert_same(zipmap(key_type, **attrs), {"X": x})

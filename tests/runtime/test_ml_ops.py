@@ -367,9 +367,11 @@ def test_too_few_features_are_refused():
         ours.run(None, {"X": np.zeros((2, 2), np.float32)})
 
 
+@pytest.mark.parametrize("split", [True, False], ids=["split by the optimizer", "one node"])
 @pytest.mark.parametrize("case", ["three classes", "two classes, one scored, margins"])
-def test_string_class_labels_run_on_the_cpu_provider(case):
-    # the native kernel scores with labels 0..n-1; the indices are mapped to the strings after
+def test_string_class_labels_run_on_the_cpu_provider(case, split):
+    # the native kernel scores with labels 0..n-1; the indices are mapped to the strings after:
+    # by a CategoryMapper node the optimizer adds, or (optimizations off) inside the node's kernel
     classes, one_class, _, bases = CLASSIFIER_CASES[case]
     rng = np.random.default_rng(5)
     attrs = random_forest_attrs(rng, 3, 2, classes, "class_")
@@ -379,10 +381,35 @@ def test_string_class_labels_run_on_the_cpu_provider(case):
     model = tree_model("TreeEnsembleClassifier", attrs, outputs=("Y", "Z"))
     model.graph.output[0].CopyFrom(helper.make_tensor_value_info("Y", TensorProto.STRING, None))
     ours, theirs = sessions(model)
+    if not split:
+        ours = opforge.InferenceSession(model.SerializeToString(), SessionOptions(
+            intra_op_num_threads=1, disable_reference_fallback=True,
+            graph_optimization_level=opforge.GraphOptimizationLevel.ORT_DISABLE_ALL))
     x = features(rng)
-    assert [p for _, _, p in ours.node_providers()] == [CPU]
-    (label, scores), (want_label, want_scores) = ours.run(None, {"X": x}), theirs.run(None, {"X": x})
-    assert label.dtype == object and set(want_label) >= {"no", "maybe"}
+    ops = ["TreeEnsembleClassifier", "CategoryMapper"] if split else ["TreeEnsembleClassifier"]
+    assert [(op, p) for _, op, p in ours.node_providers()] == [(op, CPU) for op in ops]
+    want_label, want_scores = theirs.run(None, {"X": x})
+    for _ in range(3):   # the first run records; the others run the compiled plan (its core maps the labels)
+        label, scores = ours.run(None, {"X": x})
+        assert label.dtype == object and set(want_label) >= {"no", "maybe"}
+        np.testing.assert_array_equal(label, want_label)
+        assert_close(scores, want_scores, 0, 0, "Z")
+
+
+def test_a_model_saved_with_its_string_labels_split_runs_on_onnxruntime(tmp_path):
+    rng = np.random.default_rng(6)
+    attrs = random_forest_attrs(rng, 3, 2, 3, "class_")
+    attrs.update(classlabels_strings=["no", "maybe", "yes"])
+    model = tree_model("TreeEnsembleClassifier", attrs, outputs=("Y", "Z"))
+    model.graph.output[0].CopyFrom(helper.make_tensor_value_info("Y", TensorProto.STRING, None))
+    options = SessionOptions(intra_op_num_threads=1, disable_reference_fallback=True)
+    options.optimized_model_filepath = str(tmp_path / "split.onnx")
+    ours = opforge.InferenceSession(model.SerializeToString(), options)
+    saved = ort.InferenceSession(options.optimized_model_filepath, providers=["CPUExecutionProvider"])
+    assert [n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node] == [
+        "TreeEnsembleClassifier", "CategoryMapper"]
+    x = features(rng)
+    (label, scores), (want_label, want_scores) = ours.run(None, {"X": x}), saved.run(None, {"X": x})
     np.testing.assert_array_equal(label, want_label)
     assert_close(scores, want_scores, 0, 0, "Z")
 

@@ -63,6 +63,70 @@ def test_bad_feeds_name_the_input_and_expected_type(change, message):
         InferenceSession(typed_model()).run(None, feed)
 
 
+def tensor_model():
+    """typed_model without its sequence: every input a tensor, so feeds take the quick check."""
+    nodes = [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Identity", ["ids"], ["ids_out"])]
+    return model(nodes, [tensor("x", ["batch", 3]), tensor("ids", [2], TensorProto.INT64)],
+                 [tensor("y", ["batch", 3]), tensor("ids_out", [2], TensorProto.INT64)])
+
+
+def tensor_feed():
+    return {"x": np.arange(6, dtype=np.float32).reshape(2, 3) - 3, "ids": np.array([1, 2], np.int64)}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"extra": np.ones(1)}, r"unknown input 'extra'"),
+    ({"x": np.ones((2, 3), np.float64)}, r"input 'x' expects tensor\(float\) of shape \['batch', 3\], got tensor\(double\)"),
+    ({"x": np.ones(3, np.float32)}, r"input 'x' expects .*rank 2.*shape \[3\]"),
+    ({"x": np.ones((2, 4), np.float32)}, r"input 'x' expects .*dimension 1 is 4, not 3"),
+    ({"ids": np.array([1, 2, 3], np.int64)}, r"input 'ids' expects .*dimension 0 is 3, not 2"),
+    ({"ids": np.array([1, 2], np.int32)}, r"input 'ids' expects tensor\(int64\)"),
+])
+def test_bad_feeds_of_a_tensor_model_are_refused_after_its_plan_is_made(change, message):
+    session = InferenceSession(tensor_model())
+    for _ in range(2):
+        session.run(None, tensor_feed())
+    with pytest.raises(FeedError, match=message):
+        session.run(None, {**tensor_feed(), **change})
+
+
+@pytest.mark.parametrize("feed, message", [
+    ({"x": np.ones((1, 3), np.float32)}, r"input 'ids' is missing"),
+    ({"x": np.ones((1, 3), np.float32), "idz": np.ones(2, np.int64)}, r"unknown input 'idz'"),
+    ([("x", np.ones((1, 3), np.float32))], r"must be a dict"),
+])
+def test_a_feed_without_each_tensor_input_is_refused(feed, message):
+    session = InferenceSession(tensor_model())
+    session.run(None, tensor_feed())
+    with pytest.raises(FeedError, match=message):
+        session.run(None, feed)
+
+
+@pytest.mark.parametrize("layout", ["fortran", "strided", "subclass"])
+def test_feeds_in_any_layout_give_the_outputs_of_a_c_ordered_feed(layout):
+    session = InferenceSession(tensor_model())
+    x = np.asfortranarray(np.arange(-9, 9, dtype=np.float32).reshape(6, 3))
+    given = {"fortran": x, "strided": np.arange(-18, 18, dtype=np.float32).reshape(12, 3)[::2],
+             "subclass": x.view(type("Sub", (np.ndarray,), {}))}[layout]
+    want = np.maximum(np.asarray(given, np.float32), 0)
+    for _ in range(3):   # the first run records, later ones run the compiled plan
+        y, ids = session.run(None, {"x": given, "ids": np.array([4, 5], np.int64)})
+        np.testing.assert_array_equal(y, want)
+        np.testing.assert_array_equal(ids, [4, 5])
+
+
+def test_the_quick_feed_check_keys_plans_as_their_signature():
+    from opforge.runtime.plan.compiled import signature
+
+    session = InferenceSession(tensor_model())
+    env, key = session._feeds.check(tensor_feed())
+    assert key == signature(env) and env.keys() == tensor_feed().keys()
+    session.run(None, tensor_feed())
+    session.run(None, tensor_feed())
+    assert session.memory_plan(tensor_feed()) is not None
+    assert len(session._runner) == 1
+
+
 def test_missing_input_names_it_and_its_type():
     feed = good_feed()
     del feed["ids"]

@@ -109,14 +109,25 @@ class IfKernel(_ControlFlowKernel):
         self.then_branch = compile_graph(node.attrs["then_branch"])
         self.else_branch = compile_graph(node.attrs["else_branch"])
 
+        # (outer name, index in the node's inputs) of what each branch reads, worked out once:
+        # a model with an If at the top pays this on every run
+        self._then = self.then_branch, self._outer_positions(self.then_branch)
+        self._else = self.else_branch, self._outer_positions(self.else_branch)
+
+    def _outer_positions(self, branch: SubgraphRunner) -> list[tuple[str, int]]:
+        position = {name: self._explicit + i for i, name in enumerate(self.node.implicit_inputs)}
+        return [(name, position[name]) for name in branch.outer_refs if name in position]
+
     def run(self, inputs: list) -> list:
         """Run the branch the condition picks; return its outputs."""
-        cond = np.asarray(inputs[0])
+        cond = inputs[0]
+        if type(cond) is not np.ndarray:
+            cond = np.asarray(cond)
         if cond.size != 1:
             raise KernelError(f"{self.node.label}: the condition must hold one element, "
                               f"got shape {cond.shape}")
-        branch = self.then_branch if bool(cond.reshape(-1)[0]) else self.else_branch
-        return branch.run(self.outer_env(inputs, branch))
+        branch, reads = self._then if cond.reshape(-1)[0] else self._else
+        return branch.run({name: inputs[i] for name, i in reads})
 
 
 class LoopKernel(_ControlFlowKernel):

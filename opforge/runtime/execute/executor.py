@@ -87,6 +87,10 @@ class Step:
     inputs: list[str]
     outputs: list[str]
     frees: list[str]
+    named_outputs: int = field(init=False)   # how many results the kernel must hand back
+
+    def __post_init__(self):
+        self.named_outputs = sum(1 for name in self.outputs if name)
 
 
 class Executor:
@@ -164,11 +168,12 @@ def _run_kernel(step: Step, args: list[Any], call=None) -> Any:
         raise KernelError(f"{step.node.label} failed on {step.kernel.provider} with inputs "
                           f"({shapes}): {type(exc).__name__}: {exc}") from exc
     results = outcome[0] if call is not None else outcome
-    if len(results) < len([o for o in step.outputs if o]):
+    if len(results) < step.named_outputs:
         raise KernelError(f"{step.node.label} returned {len(results)} values for "
                           f"{len(step.outputs)} outputs")
-    for name, value in zip(step.outputs, results):
+    for index, value in enumerate(results):   # on every Python step of every plan: kept lean
         if getattr(value, "ndim", 0) > MAX_RANK:
+            name = step.outputs[index] if index < len(step.outputs) else f"#{index}"
             raise KernelError(f"{step.node.label} made output {name!r} of shape "
                               f"{list(value.shape)}; opforge takes tensors of at most {MAX_RANK} "
                               "dimensions")

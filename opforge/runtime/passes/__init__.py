@@ -24,6 +24,7 @@ from opforge.runtime.passes.fuse_qdq import fuse_qdq
 from opforge.runtime.passes.merge_reshapes import merge_reshapes
 from opforge.runtime.passes.pack_conv_weights import pack_conv_weights
 from opforge.runtime.passes.pack_matmul_weights import pack_matmul_weights
+from opforge.runtime.passes.split_string_labels import split_string_labels
 from opforge.runtime.passes.upcast_float16 import upcast_float16
 
 
@@ -42,7 +43,7 @@ GraphPass = Callable[[Graph, PassContext], int]
 # As onnxruntime: rewrites into standard ops are basic; fusions into contrib (com.microsoft)
 # ops are extended. Conv+Add runs before Conv+activation, so Conv+Add+Relu ends in one node.
 BASIC = [fold_constants, remove_dead_nodes, eliminate_identities, eliminate_casts, cancel_transposes, merge_reshapes,
-         fold_batchnorm, fold_conv_affine, fuse_matmul_add]
+         fold_batchnorm, fold_conv_affine, fuse_matmul_add, split_string_labels]
 EXTENDED = BASIC + [fuse_qdq, fuse_dynamic_quant, fuse_gelu, fuse_layernorm, fuse_conv_add, fuse_conv_activation]
 
 PASSES: dict[GraphOptimizationLevel, list[GraphPass]] = {

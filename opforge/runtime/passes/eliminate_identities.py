@@ -11,7 +11,7 @@ def eliminate_identities(graph: Graph, context) -> int:
     """Drops each Identity, and each Dropout that passes its input through: no training_mode input
     or a constant false one, and a mask output nothing reads. Their readers read the input instead, as onnxruntime's EliminateIdentity
     and EliminateDropout do. A node whose output is a graph output, or is read by a subgraph,
-    stays. Returns how many nodes went."""
+    stays, unless its input's producer can write that output itself. Returns how many nodes went."""
     uses = Uses(graph)
     removed = 0
     for node in list(graph.nodes):
@@ -19,11 +19,25 @@ def eliminate_identities(graph: Graph, context) -> int:
             continue
         if not (_is_identity(node) or _is_inference_dropout(graph, node, uses)):
             continue
-        if not uses.rename(node.outputs[0], node.inputs[0]):
+        if not (uses.rename(node.outputs[0], node.inputs[0]) or _write_through(graph, node, uses)):
             continue
         uses.remove(node)
         removed += 1
     return removed
+
+
+def _write_through(graph: Graph, node: Node, uses: Uses) -> bool:
+    """An identity whose output the graph (or a subgraph) needs, of a value only it reads:
+    the value's producer writes the identity's output instead (skl2onnx ends a classifier's
+    label in such an Identity, a Python step of its own when the labels are strings)."""
+    value, output = node.inputs[0], node.outputs[0]
+    if uses.only_reader(value) is not node:
+        return False
+    producer = next((n for n in graph.nodes if value in n.outputs), None)
+    if producer is None or producer.subgraphs():
+        return False
+    producer.outputs = [output if name == value else name for name in producer.outputs]
+    return True
 
 
 def _is_identity(node: Node) -> bool:

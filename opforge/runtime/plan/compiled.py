@@ -8,6 +8,7 @@ plan (a data-dependent shape) gets memory of its own, so a plan is never wrong, 
 """
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections import OrderedDict
@@ -25,20 +26,18 @@ ARENA, OUTPUT = _core.SLOT_KINDS["arena"], _core.SLOT_KINDS["output"]
 
 
 def signature(env: dict) -> tuple:
-    """What a plan depends on: every fed value's name, dtype and shape (a non-array's type).
-    Sorted by name alone (names are unique), so dtype objects are compared only for equality:
-    this runs before every run of the graph and of every loop body iteration."""
-    return tuple(sorted(((name, _kind(v), getattr(v, "shape", None)) for name, v in env.items()),
-                        key=_first))
-
-
-def _kind(value):
-    dtype = getattr(value, "dtype", None)
-    return type(value) if dtype is None else dtype
-
-
-def _first(item):
-    return item[0]
+    """What a plan depends on: every fed value's name, dtype and shape (a non-array's type),
+    in name order (names are unique, so dtype objects are compared only for equality). This
+    runs before every run of the graph and of every loop body iteration."""
+    key = []
+    for name in sorted(env):
+        value = env[name]
+        if type(value) is np.ndarray:
+            key.append((name, value.dtype, value.shape))
+        else:
+            dtype = getattr(value, "dtype", None)
+            key.append((name, type(value) if dtype is None else dtype, getattr(value, "shape", None)))
+    return tuple(key)
 
 
 @dataclass
@@ -51,10 +50,13 @@ class CompiledPlan:
     memory: memory.MemoryPlan
     steps: list = field(default_factory=list)   # (node name, op type, provider) per step
 
+    def __post_init__(self):
+        self._output_slots = [self.slots[n] for n in self.outputs]
+
     def run(self, env: dict, run_options=None) -> list:
-        feeds = [(self.slots[name], value if not isinstance(value, np.ndarray)
-                  else np.asanyarray(value, order="C")) for name, value in env.items() if name in self.slots]
-        return self.core.run(feeds, [self.slots[n] for n in self.outputs], run_options)
+        """The plan's outputs for ``env`` (arrays in any layout: the core makes C-ordered copies
+        of those that are not); the core reads the values it was told the names of."""
+        return self.core.run_env(env, run_options)
 
     def run_loop(self, outer: dict, counters: list, carried_names: list, carried: list, scanned_names: list,
                  scanned: list, reverse: list, start: int, limit: "int | None", condition: bool = True,
@@ -137,9 +139,13 @@ def compile_plan(executor: Executor, record: Recording, env: dict, pool) -> Comp
     native = _native_steps(record)
     for index, step in enumerate(executor.steps):
         _add_step(core, step, slots, mem, index, index in native)
+    for name in env:
+        core.set_feed(slots[name], name)
     steps = [(step.node.name or f"-> {step.node.outputs[0] if step.node.outputs else '?'}", step.node.op_type,
               step.kernel.provider) for step in executor.steps]
-    return CompiledPlan(core, slots, outputs, mem, steps)
+    plan = CompiledPlan(core, slots, outputs, mem, steps)
+    core.set_outputs(plan._output_slots)
+    return plan
 
 
 def _add_step(core, step, slots: dict, mem: memory.MemoryPlan, index: int, native: bool) -> None:
@@ -150,8 +156,12 @@ def _add_step(core, step, slots: dict, mem: memory.MemoryPlan, index: int, nativ
         ws = mem.blocks.get(mem.workspace_name(index))
         core.add_native(step.node.label, step.kernel.handle, step.kernel.attrs, ins, outs, release,
                         ws.offset if ws else -1, ws.size if ws else 0)
+    elif getattr(step.kernel, "core_step", None) and len(ins) == 1 and len(outs) == 1:
+        kind, table, size = step.kernel.core_step   # the core runs the usual inputs itself
+        core.add_core_step(step.node.label, functools.partial(_run_kernel, step), _core.CORE_STEPS[kind],
+                           table, size, ins[0], outs[0], release)
     else:
-        core.add_python(step.node.label, lambda args, step=step: _run_kernel(step, list(args)),
+        core.add_python(step.node.label, functools.partial(_run_kernel, step),
                         ins, outs, release)
 
 
@@ -178,10 +188,12 @@ class PlannedExecutor:
     def outer_refs(self) -> list:
         return self.executor.outer_refs
 
-    def run(self, env: dict, run_options=None) -> list:
+    def run(self, env: dict, run_options=None, key: tuple | None = None) -> list:
+        """The graph's outputs for ``env``; ``key``: its signature when the caller has it."""
         if not self.enabled:
             return self.executor.run(env, run_options)
-        key = signature(env)
+        if key is None:
+            key = signature(env)
         entry = self._get(key)
         if isinstance(entry, CompiledPlan):
             return entry.run(env, run_options)
@@ -222,6 +234,8 @@ class PlannedExecutor:
         return len(self._plans)
 
     def _get(self, key):
+        if len(self._plans) <= 1:   # nothing to keep in LRU order: a lock-free read (500 ns less)
+            return self._plans.get(key)
         with self._lock:
             entry = self._plans.get(key)
             if entry is not None:

@@ -82,7 +82,7 @@ class _EncoderKernel:
         if (x.dtype.kind in "OU") != strings:
             want = "strings" if strings else "numbers"
             raise KernelError(f"{self.node.label}: input 'X' must hold {want}, got {x.dtype}")
-        return x.astype(object) if strings else x
+        return x.astype(object) if strings and x.dtype != object else x
 
 
 @kernel("LabelEncoder", since=1, domain=ML)
@@ -141,14 +141,23 @@ class CategoryMapper(_EncoderKernel):
         if len(strings) != len(ints):
             raise KernelError(f"{node.label}: cats_strings has {len(strings)} entries, cats_int64s {len(ints)}")
         self.to_ints = Lookup(strings, ints, int(self.attrs.get("default_int64", -1)))
-        self.to_strings = Lookup(ints, strings, text(self.attrs.get("default_string", UNUSED)))
+        default = text(self.attrs.get("default_string", UNUSED))
+        self.to_strings = Lookup(ints, strings, default)
+        # cats_int64s 0..n-1 (a classifier's class indices to its string labels, as the
+        # split_string_labels pass writes it): one take from [default, strings..., default]
+        self.dense = (np.array([default, *strings.tolist(), default], object)
+                      if np.array_equal(ints, np.arange(ints.size)) else None)
+        # a compiled plan maps int64 inputs through the same table in its core
+        self.core_step = None if self.dense is None else ("index_to_string", self.dense.tolist(), self.dense.size)
 
     def run(self, inputs: list) -> list:
         x = np.asarray(inputs[0])
         if x.dtype.kind in "OU":
-            return [self.to_ints(x.astype(object))]
+            return [self.to_ints(x if x.dtype == object else x.astype(object))]
         if x.dtype != np.int64:
             raise KernelError(f"{self.node.label}: input 'X' must hold strings or int64, got {x.dtype}")
+        if self.dense is not None:   # x + 1 clipped to the table: below 0 or from n on, the default
+            return [self.dense.take(x + 1, mode="clip")]
         return [self.to_strings(x)]
 
 
@@ -167,15 +176,35 @@ class OneHotEncoder(_EncoderKernel):
         self.size = cats.size
         self.lookup = Lookup(cats, np.arange(cats.size, dtype=np.int64), -1)
         self.zeros = bool(self.attrs.get("zeros", 1))
+        # each category's row, then the all-zero row that index -1 (no category) takes: one
+        # take per run (a batch-1 pipeline pays this encoder per string column); for up to
+        # 512 categories (1 MB), else rows are set one by one
+        self.rows = (np.vstack([np.eye(self.size, dtype=np.float32), np.zeros((1, self.size), np.float32)])
+                     if self.size <= 512 else None)
+        # a compiled plan runs string inputs in its core (Plan.add_core_step); an unknown
+        # category is an error only here (zeros=0)
+        self.core_step = (("string_onehot", self.lookup.table, self.size)
+                          if self.lookup.strings and self.zeros else None)
 
     def run(self, inputs: list) -> list:
-        x = self.input(inputs[0], self.lookup.strings)
-        if not self.lookup.strings and x.dtype != np.int64:
-            with np.errstate(invalid="ignore"):
-                x = x.astype(np.int64)   # truncated, as onnxruntime casts
-        at = self.lookup(x).ravel()
-        if not self.zeros and (at < 0).any():
+        x = inputs[0]
+        if not (type(x) is np.ndarray and x.dtype == object and self.lookup.strings):
+            x = self.input(x, self.lookup.strings)
+        if self.lookup.strings:
+            get = self.lookup.table.get
+            at = [get(key, -1) for key in x.ravel().tolist()]
+            unknown = -1 in at
+        else:
+            if x.dtype != np.int64:
+                with np.errstate(invalid="ignore"):
+                    x = x.astype(np.int64)   # truncated, as onnxruntime casts
+            at = self.lookup(x).ravel()
+            unknown = bool((at < 0).any())
+        if not self.zeros and unknown:
             raise KernelError(f"{self.node.label}: Unknown Category and zeros = 0.")
+        if self.rows is not None:
+            return [self.rows.take(at, axis=0).reshape(x.shape + (self.size,))]
+        at = np.asarray(at, np.int64)
         y = np.zeros((at.size, self.size), np.float32)
         rows = np.flatnonzero(at >= 0)
         y[rows, at[rows]] = 1.0

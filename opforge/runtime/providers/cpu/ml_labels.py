@@ -14,7 +14,7 @@ from opforge.runtime.errors import KernelError, KernelNotFoundError
 from opforge.runtime.providers.cpu.ml_encoders import ML, attr_array
 from opforge.runtime.providers.registry import kernel
 
-_INT_LABELS = {"TreeEnsembleClassifier": "classlabels_int64s", "LinearClassifier": "classlabels_ints",
+INT_LABELS = {"TreeEnsembleClassifier": "classlabels_int64s", "LinearClassifier": "classlabels_ints",
                "SVMClassifier": "classlabels_ints"}
 
 
@@ -34,7 +34,7 @@ class StringLabels:
             raise KernelNotFoundError(f"{node.label}: no string class labels to map, or no native kernel")
         self.node = node
         attrs = {k: v for k, v in node.attrs.items() if k != "classlabels_strings"}
-        attrs[_INT_LABELS[node.op_type]] = list(range(len(labels)))
+        attrs[INT_LABELS[node.op_type]] = list(range(len(labels)))
         self.numeric = native(dataclasses.replace(node, attrs=attrs), opset)
         # onnxruntime writes '' for an index below 0, which a one-class ensemble can give
         self.labels = np.append(labels, "").astype(object)
@@ -68,6 +68,11 @@ class ZipMap:
         last = {label: column for column, label in enumerate(labels.tolist())}
         self.keys = sorted(last)
         self.columns = np.array([last[k] for k in self.keys], np.int64)
+        if np.array_equal(self.columns, np.arange(self.classes)):
+            self.columns = None   # labels sorted and distinct (skl2onnx's): the scores as they come
+        # a compiled plan makes the maps of float32 scores in its core (Plan.add_core_step)
+        self.core_step = ("zipmap", (list(self.keys), None if self.columns is None else self.columns.tolist()),
+                          self.classes)
 
     def run(self, inputs: list) -> list:
         x = np.asarray(inputs[0])
@@ -79,4 +84,4 @@ class ZipMap:
             raise KernelError(f"{self.node.label}: Input features_per_batch[{x.shape[1]}] != number of "
                               f"classlabels[{self.classes}]")
         keys = self.keys
-        return [[dict(zip(keys, row)) for row in x[:, self.columns].tolist()]]
+        return [[dict(zip(keys, row)) for row in (x if self.columns is None else x[:, self.columns]).tolist()]]
