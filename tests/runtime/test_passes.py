@@ -10,6 +10,7 @@ from opforge.runtime.options import GraphOptimizationLevel
 from opforge.runtime.passes import PassContext, passes_for, run_passes
 from opforge.runtime.passes.constant_folding import fold_constants
 from opforge.runtime.passes.dead_code import remove_dead_nodes
+from opforge.runtime.passes.drop_redundant_clips import drop_redundant_clips
 from opforge.runtime.providers.registry import REFERENCE, default_registry
 
 
@@ -78,7 +79,7 @@ def test_a_node_read_only_by_a_subgraph_stays_alive():
 def test_levels_choose_passes():
     assert passes_for(GraphOptimizationLevel.ORT_DISABLE_ALL) == []
     basic = passes_for(GraphOptimizationLevel.ORT_ENABLE_BASIC)
-    assert basic[:2] == [fold_constants, remove_dead_nodes]
+    assert basic[:3] == [drop_redundant_clips, fold_constants, remove_dead_nodes]   # before folding: see its doc
     extended = passes_for(GraphOptimizationLevel.ORT_ENABLE_EXTENDED)
     assert extended[:len(basic)] == basic and len(extended) > len(basic)
     assert passes_for(GraphOptimizationLevel.ORT_ENABLE_ALL) == extended

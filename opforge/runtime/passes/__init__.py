@@ -10,6 +10,7 @@ from opforge.runtime.options import GraphOptimizationLevel
 from opforge.runtime.passes.cancel_transposes import cancel_transposes
 from opforge.runtime.passes.constant_folding import fold_constants
 from opforge.runtime.passes.dead_code import remove_dead_nodes
+from opforge.runtime.passes.drop_redundant_clips import drop_redundant_clips
 from opforge.runtime.passes.eliminate_casts import eliminate_casts
 from opforge.runtime.passes.eliminate_identities import eliminate_identities
 from opforge.runtime.passes.fold_batchnorm import fold_batchnorm
@@ -42,8 +43,8 @@ GraphPass = Callable[[Graph, PassContext], int]
 
 # As onnxruntime: rewrites into standard ops are basic; fusions into contrib (com.microsoft)
 # ops are extended. Conv+Add runs before Conv+activation, so Conv+Add+Relu ends in one node.
-BASIC = [fold_constants, remove_dead_nodes, eliminate_identities, eliminate_casts, cancel_transposes, merge_reshapes,
-         fold_batchnorm, fold_conv_affine, fuse_matmul_add, split_string_labels]
+BASIC = [drop_redundant_clips, fold_constants, remove_dead_nodes, eliminate_identities, eliminate_casts,
+         cancel_transposes, merge_reshapes, fold_batchnorm, fold_conv_affine, fuse_matmul_add, split_string_labels]
 EXTENDED = BASIC + [fuse_qdq, fuse_dynamic_quant, fuse_gelu, fuse_layernorm, fuse_conv_add, fuse_conv_activation]
 
 PASSES: dict[GraphOptimizationLevel, list[GraphPass]] = {

@@ -1,8 +1,17 @@
 """Operators in QDQ form (DequantizeLinear -> op -> QuantizeLinear, as quantize_static writes them by
-default) become quantized operators, as onnxruntime's QDQ transformer makes them: QLinearConv,
-QLinearMatMul and com.microsoft's QLinearAdd, QLinearMul, QLinearGlobalAveragePool, QLinearSigmoid,
-QLinearSoftmax and QLinearConcat. The integers then are onnxruntime's, and products run on the
-int8 GEMM instead of dequantized floats."""
+default) become quantized operators where onnxruntime's CPU QDQ transformer makes them, and only
+there: QLinearConv, QLinearMatMul and com.microsoft's QLinearAdd, QLinearMul,
+QLinearGlobalAveragePool, QLinearSigmoid, QLinearLeakyRelu, QLinearSoftmax and QLinearConcat. The
+integers then are onnxruntime's, and products run on the int8 GEMM instead of dequantized floats.
+
+onnxruntime's rules (core/optimizer/qdq_transformer/): on x86 its selectors
+(selectors_actions/qdq_selectors.cc, qdq_selector_action_transformer.cc, QDQIsInt8Allowed() false)
+refuse a Conv or MatMul whose first input is int8, and want the types of every input and the
+output equal for Add, Mul, Concat and the unary ops. Before they look, QDQS8ToU8Transformer
+(qdq_s8_to_u8.cc, s8_to_u8.h) makes uint8 of each int8 QuantizeLinear whose one consumer is one
+DequantizeLinear (counted after EnsureUniqueDQForNodeUnit gave every consumer its own), while
+constant weights stay int8. So with int8 activations only a Conv/MatMul reading a value that
+nothing else reads is fused, and an Add of such a value and a constant is not."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,7 +25,14 @@ from opforge.runtime.passes.rewrite import MICROSOFT, Uses, can_bind, constant, 
 QLINEAR = {"Conv": ("QLinearConv", ""), "MatMul": ("QLinearMatMul", ""), "Add": ("QLinearAdd", MICROSOFT),
            "Mul": ("QLinearMul", MICROSOFT), "GlobalAveragePool": ("QLinearGlobalAveragePool", MICROSOFT),
            "Sigmoid": ("QLinearSigmoid", MICROSOFT), "Softmax": ("QLinearSoftmax", MICROSOFT),
-           "Concat": ("QLinearConcat", MICROSOFT)}
+           "Concat": ("QLinearConcat", MICROSOFT), "LeakyRelu": ("QLinearLeakyRelu", MICROSOFT)}
+# ops that only move values, run on the 8-bit values when the quantizers around them agree
+# (onnxruntime's drop rule, less MaxPool, Reduce and Resize: opforge's 8-bit MaxPool is slower
+# than its float one, and those need more conditions)
+DROPPABLE = {"Expand", "Flatten", "Gather", "GatherElements", "Reshape", "Slice", "Squeeze", "Tile", "Transpose",
+             "Unsqueeze"}
+# ops onnxruntime fuses only when their first input is not int8 (QDQIsInt8Allowed() on x86)
+NO_INT8_INPUT = ("Conv", "MatMul")
 EIGHT_BIT = (np.dtype(np.uint8), np.dtype(np.int8))
 
 
@@ -39,10 +55,12 @@ class QValue:
 def fuse_qdq(graph: Graph, context) -> int:
     """Replaces each op of QLINEAR whose float inputs all come from DequantizeLinear and whose one
     output goes only to a QuantizeLinear (8-bit, constant scales and zero points, per tensor but
-    for weights per output channel) by its quantized op; DequantizeLinear nodes left unread go.
-    Returns how many ops were fused."""
+    for weights per output channel) by its quantized op, where onnxruntime's selectors would
+    (the type rules of the module's doc); DequantizeLinear nodes left unread go. Returns how many
+    ops were fused."""
     uses = Uses(graph)
     producers = producer_map(graph)
+    unsigned = _unsigned_in_onnxruntime(graph, uses)
     fused_count = 0
     for node in list(graph.nodes):
         if node.domain != "" or node.op_type not in QLINEAR or len(node.outputs) != 1:
@@ -50,7 +68,9 @@ def fuse_qdq(graph: Graph, context) -> int:
         q = uses.only_reader(node.outputs[0])
         out = _quantized_output(graph, context, q)
         dqs = [producers.get(name) for name in node.inputs]
-        fused = _fused(graph, context, node, dqs, out, q) if out is not None else None
+        if out is None or not _onnxruntime_selects(context, node, dqs, q, unsigned):
+            continue
+        fused = _fused(graph, context, node, dqs, out, q)
         if fused is None or not can_bind(context, fused):
             continue
         uses.replace([node, q], fused)
@@ -58,7 +78,98 @@ def fuse_qdq(graph: Graph, context) -> int:
         for dq in {id(d): d for d in dqs if d is not None}.values():
             if uses.unread(dq.outputs[0]) and any(n is dq for n in graph.nodes):
                 uses.remove(dq)
-    return fused_count
+    return fused_count + _drop_pairs(graph, context, uses, producer_map(graph), unsigned)
+
+
+def _drop_pairs(graph: Graph, context, uses: Uses, producers: dict, unsigned: set[str]) -> int:
+    """onnxruntime's "drop" rule: an op of DROPPABLE between a DequantizeLinear and a
+    QuantizeLinear of one type and the same constant scale and zero point moves the 8-bit values
+    themselves (the same numbers, two passes over the data fewer). Returns how many were dropped."""
+    dropped = 0
+    for node in list(graph.nodes):
+        if node.domain != "" or node.op_type not in DROPPABLE or len(node.outputs) != 1 or not node.inputs:
+            continue
+        dq, q = producers.get(node.inputs[0]), uses.only_reader(node.outputs[0])
+        if (dq is None or dq.op_type != "DequantizeLinear" or q is None or q.op_type != "QuantizeLinear"
+                or any(producers.get(name) is not None and producers[name].op_type == "DequantizeLinear"
+                       for name in node.inputs[1:])
+                or _seen_type(context, dq.inputs[0], unsigned) != _seen_type(context, q.outputs[0], unsigned)
+                or not _same_scalar_parameters(graph, dq, q)):
+            continue
+        moved = Node(node.name, node.op_type, node.domain, [dq.inputs[0], *node.inputs[1:]], [q.outputs[0]],
+                     dict(node.attrs))
+        if not can_bind(context, moved):
+            continue
+        uses.replace([node, q], moved)
+        dropped += 1
+        if uses.unread(dq.outputs[0]) and any(n is dq for n in graph.nodes):
+            uses.remove(dq)
+    return dropped
+
+
+def _same_scalar_parameters(graph: Graph, dq: Node, q: Node) -> bool:
+    """Whether ``dq`` and ``q`` have equal constant one-value scales and zero points
+    (onnxruntime's IsQDQPairSupported)."""
+    def parameters(node: Node):
+        scale = constant(graph, node.inputs[1])
+        zero = constant(graph, node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+        if scale is None or scale.size != 1 or (len(node.inputs) > 2 and node.inputs[2] and zero is None):
+            return None
+        return float(scale.reshape(-1)[0]), int(zero.reshape(-1)[0]) if zero is not None else 0
+
+    first = parameters(dq)
+    return first is not None and first == parameters(q)
+
+
+def _unsigned_in_onnxruntime(graph: Graph, uses: Uses) -> set[str]:
+    """The int8 values that onnxruntime's QDQS8ToU8Transformer makes uint8 before its selectors
+    look: the output of a QuantizeLinear read only by one DequantizeLinear that one input slot
+    reads, with equal constant int8 zero points on both. (Its conversion of constant int8 weights
+    runs only in AVX2 precision mode, off by default.)"""
+    unsigned = set()
+    for q in graph.nodes:
+        if q.op_type != "QuantizeLinear" or q.domain not in ("", MICROSOFT):
+            continue
+        dq = uses.only_reader(q.outputs[0])
+        zero = _int8_zero_point(graph, q)
+        if (dq is not None and dq.op_type == "DequantizeLinear" and _copies_of(uses, dq.outputs[0]) <= 1
+                and zero is not None and zero == _int8_zero_point(graph, dq)):
+            unsigned.add(q.outputs[0])
+    return unsigned
+
+
+def _copies_of(uses: Uses, name: str) -> int:
+    """How many DequantizeLinear nodes EnsureUniqueDQForNodeUnit leaves of the one making ``name``:
+    one per input slot reading it, plus the original when the graph or a subgraph needs it too."""
+    slots = sum(reader.inputs.count(name) for reader in uses.readers.get(name, []))
+    return slots + (name in uses.outputs or name in uses.implicit) if slots else 1
+
+
+def _int8_zero_point(graph: Graph, node: Node) -> int | None:
+    """A QuantizeLinear's or DequantizeLinear's zero point when it is a constant int8 scalar."""
+    zero = constant(graph, node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+    return int(zero.reshape(-1)[0]) if zero is not None and zero.dtype == np.int8 and zero.size == 1 else None
+
+
+def _onnxruntime_selects(context, node: Node, dqs: list, q: Node, unsigned: set[str]) -> bool:
+    """Whether onnxruntime's selector for ``node``'s op takes this group, by the types it sees
+    (those of ``unsigned`` made uint8): Conv and MatMul want a first input that is not int8 and
+    an output of its type; the others want every input's type to be the output's."""
+    def seen(name: str):
+        return _seen_type(context, name, unsigned)
+
+    if any(dq is None or dq.op_type != "DequantizeLinear" for dq in dqs):
+        return False
+    out = seen(q.outputs[0])
+    if node.op_type in NO_INT8_INPUT:
+        return seen(dqs[0].inputs[0]) == out and out != np.int8
+    return all(seen(dq.inputs[0]) == out for dq in dqs)
+
+
+def _seen_type(context, name: str, unsigned: set[str]):
+    """``name``'s dtype as onnxruntime's selectors see it: uint8 for those of ``unsigned``."""
+    known = context.types.get(name)
+    return np.dtype(np.uint8) if name in unsigned else (known.dtype if known is not None else None)
 
 
 def _zero_point(graph: Graph, name: str, dtype: np.dtype, shape) -> tuple[str, np.ndarray] | None:
@@ -148,4 +259,6 @@ def _fused(graph: Graph, context, node: Node, dqs: list, out: QValue, q: Node) -
     if node.op_type == "Softmax":
         opset = getattr(context.bind(node), "opset", 13)
         attrs = {"axis": node.attrs.get("axis", -1 if opset >= 13 else 1), "opset": opset}
+    elif node.op_type == "LeakyRelu":
+        attrs = {"alpha": float(node.attrs.get("alpha", 0.01))}
     return Node(node.name, op_type, domain, values[0].names + [out.scale, out.zero_point], output, attrs)

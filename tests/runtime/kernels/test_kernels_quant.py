@@ -158,7 +158,10 @@ CONV_CASES = [((1, 3, 9, 11), (8, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
               ((2, 4, 10, 10), (6, 2, 3, 3), {"strides": [2, 2], "group": 2, "dilations": [2, 1]}),
               ((1, 6, 7, 7), (6, 1, 3, 3), {"group": 6, "pads": [1, 0, 1, 2]}),
               ((1, 16, 5, 5), (40, 16, 1, 1), {}),
-              ((2, 3, 20), (5, 3, 4), {"auto_pad": "SAME_UPPER"})]
+              ((2, 3, 20), (5, 3, 4), {"auto_pad": "SAME_UPPER"}),
+              # stride 1 over several 32-column panels: im2col as shifted rows of the padded plane
+              ((1, 5, 13, 17), (7, 5, 3, 5), {"pads": [1, 2, 0, 1]}),
+              ((1, 3, 12, 40), (4, 3, 3, 3), {})]
 
 
 @pytest.mark.parametrize("x_type, w_type", [(np.uint8, np.uint8), (np.uint8, np.int8)])

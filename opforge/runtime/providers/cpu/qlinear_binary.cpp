@@ -1,5 +1,7 @@
 // qlinear_binary.cpp: com.microsoft's QLinearAdd, QLinearMul (broadcasting) and QLinearConcat on
 // 8-bit values, with onnxruntime's float formulas so that every integer output equals its.
+#include <cstring>
+
 #include "quant.h"
 
 namespace {
@@ -117,11 +119,19 @@ template <class Q> void concat_run(const KernelContext& ctx, int64_t axis) {
     for (int v = 0; v < 256; ++v)
       table[v] = quantize<Q>(px.scale * float(int32_t(Q(v)) - px.zp), py.scale, py.zp);
     const Q* src = x.data<Q>();
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t k = 0; k < inner; ++k) {
-        const Q v = src[o * inner + k];
-        out[o * y_inner + at + k] = copy ? v : table[uint8_t(v)];
+    // Runs of `inner` values, split over the threads in pieces of at least 16 KiB.
+    const int64_t pieces = std::max<int64_t>(1, inner / 16384);
+    ctx.parallel_for(outer * pieces, 1, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t o = t / pieces, k0 = inner * (t % pieces) / pieces, k1 = inner * (t % pieces + 1) / pieces;
+        const Q* from = src + o * inner;
+        Q* to = out + o * y_inner + at;
+        if (copy)
+          std::memcpy(to + k0, from + k0, size_t(k1 - k0) * sizeof(Q));
+        else
+          for (int64_t k = k0; k < k1; ++k) to[k] = table[uint8_t(from[k])];
       }
+    });
     at += inner;
   }
 }

@@ -1,5 +1,8 @@
 // quant_conv.cpp: ConvInteger (int32 sums) and QLinearConv (requantized per output channel), as
 // im2col (padding reads x's zero point, so it adds nothing) times the weights on the int8 GEMM.
+#include <algorithm>
+#include <cstring>
+
 #include "conv.h"
 #include "quant_gemm.h"
 
@@ -67,8 +70,38 @@ std::vector<int64_t> output_dims(const QConvShape& s) {
   return out;
 }
 
-/// acc (N, M, out spatial) = sum over the window of (x - x_zp) * (w - w_zp), group by group.
-void qconv(const KernelContext& ctx, ConvInputs in, const QConvShape& s, int32_t* acc) {
+/// Whether a conv can read its im2col rows as shifted copies of each zero-padded input plane: 2-D,
+/// stride 1, no dilation, pads not negative.
+bool shifted_rows(const opforge_nn::Window& w) {
+  return w.in[0] == 1 && w.k[0] == 1 && w.stride[1] == 1 && w.stride[2] == 1 && w.dil[1] == 1 && w.dil[2] == 1 &&
+         w.pad[1] >= 0 && w.pad[2] >= 0 && w.pad_end[1] >= 0 && w.pad_end[2] >= 0;
+}
+
+/// im2col over a "virtual" output grid as wide as the padded input (Wp = out_w + k_w - 1): tap
+/// (i, j) of virtual position v is padded[v + i * Wp + j], so each row of `col` is one memcpy of
+/// out_h * Wp bytes; the k_w - 1 extra columns per output row are computed and dropped. This
+/// replaces a short copy per output row and tap (most of a 13x13 3x3 conv's time).
+void im2col_shifted(const KernelContext& ctx, const opforge_nn::Window& w, const uint8_t* x, int64_t channels,
+                    uint8_t zp, uint8_t* col) {
+  const int64_t wp = w.out[2] + w.k[2] - 1, hp = w.out[1] + w.k[1] - 1, nv = w.out[1] * wp;
+  const int64_t plane = hp * wp + w.k[2];  // the last taps read up to k_w - 1 bytes past the plane
+  std::vector<uint8_t>& padded = scratch<uint8_t, 3>(size_t(channels * plane));
+  ctx.parallel_for(channels, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      uint8_t* pc = padded.data() + c * plane;
+      std::fill(pc, pc + plane, zp);
+      for (int64_t ih = 0; ih < w.in[1]; ++ih)
+        std::memcpy(pc + (ih + w.pad[1]) * wp + w.pad[2], x + (c * w.in[1] + ih) * w.in[2], size_t(w.in[2]));
+      for (int64_t i = 0; i < w.k[1]; ++i)
+        for (int64_t j = 0; j < w.k[2]; ++j)
+          std::memcpy(col + ((c * w.k[1] + i) * w.k[2] + j) * nv, pc + i * wp + j, size_t(nv));
+    }
+  });
+}
+
+/// The sums over the window of (x - x_zp) * (w - w_zp), group by group, handed to `emit` in blocks
+/// whose rows count (N, M) output channels and whose columns count output positions.
+void qconv(const KernelContext& ctx, ConvInputs in, const QConvShape& s, const QBlockSink& emit) {
   const Tensor x = ctx.input(in.x), wt = ctx.input(in.w);
   const int32_t x_zp = zero_points(ctx, in.x_zp, 1)[0];
   const std::vector<int32_t> w_zp = zero_points(ctx, in.w_zp, ctx.has_input(in.w_zp) ? ctx.input(in.w_zp).numel() : 1);
@@ -76,17 +109,39 @@ void qconv(const KernelContext& ctx, ConvInputs in, const QConvShape& s, int32_t
   const bool x_signed = x.dtype() == OPF_INT8, w_signed = wt.dtype() == OPF_INT8;
   const auto* xd = static_cast<const uint8_t*>(x.raw());
   const auto* wd = static_cast<const uint8_t*>(wt.raw());
-  const bool direct = s.w.is_pointwise();
-  std::vector<uint8_t>& col = scratch<uint8_t, 0>(direct ? 0 : size_t(kc * p));
-  static thread_local PackedB pb;
+  const bool direct = s.w.is_pointwise(), shifted = !direct && shifted_rows(s.w);
+  // Columns of B: output positions, or with shifted rows the virtual grid's (wp per output row).
+  const int64_t wp = shifted ? s.w.out[2] + s.w.k[2] - 1 : s.w.out[2], n = shifted ? s.w.out[1] * wp : p;
+  const int64_t taps = s.w.k_size();
+  std::vector<uint8_t>& col = scratch<uint8_t, 0>(direct ? 0 : size_t(kc * n));
   for (int64_t b = 0; b < s.n; ++b)
     for (int64_t g = 0; g < s.group; ++g) {
       const uint8_t* xg = xd + (b * s.c + g * s.cg) * s.w.in_size();
-      if (!direct) opforge_nn::im2col(s.w, xg, s.cg, 0, p, col.data(), uint8_t(x_zp));
-      pack_b(ctx, Q8Matrix{direct ? xg : col.data(), p, x_signed}, kc, p, pb);
+      if (shifted)
+        im2col_shifted(ctx, s.w, xg, s.cg, uint8_t(x_zp), col.data());
+      else if (!direct)  // whole rows at a time, channels spread over the threads
+        ctx.parallel_for(s.cg, 1, [&](int64_t c0, int64_t c1) {
+          opforge_nn::im2col(s.w, xg + c0 * s.w.in_size(), c1 - c0, 0, p, col.data() + c0 * taps * p, uint8_t(x_zp));
+        });
+      const uint8_t* bmat = direct ? xg : col.data();
       std::vector<int32_t> za(1, w_zp[0]);
       if (w_zp.size() > 1) za.assign(w_zp.begin() + g * s.mg, w_zp.begin() + (g + 1) * s.mg);
-      qgemm(ctx, s.mg, Q8Matrix{wd + g * s.mg * kc, kc, w_signed}, za, pb, {x_zp}, acc + (b * s.m + g * s.mg) * p, p);
+      const int64_t row0 = b * s.m + g * s.mg;
+      // B's panels are packed on the threads that multiply them.
+      qgemm_streamed(
+          ctx, s.mg, Q8Matrix{wd + g * s.mg * kc, kc, w_signed}, za, kc, n, x_signed,
+          [&](int64_t c0, int64_t, uint8_t*, int64_t* ld) -> const uint8_t* { return *ld = n, bmat + c0; },
+          {x_zp}, [&](int64_t r0, int64_t c0, int64_t rows, int64_t cols, const int32_t* block, int64_t ld) {
+            if (!shifted) return emit(row0 + r0, c0, rows, cols, block, ld);
+            // Virtual columns to output positions, one output row's run at a time.
+            for (int64_t v = c0; v < c0 + cols;) {
+              const int64_t oh = v / wp, ow = v % wp, run_end = std::min(c0 + cols, (oh + 1) * wp);
+              if (ow < s.w.out[2])
+                emit(row0 + r0, oh * s.w.out[2] + ow, rows, std::min(run_end, oh * wp + s.w.out[2]) - v,
+                     block + (v - c0), ld);
+              v = run_end;
+            }
+          });
     }
 }
 
@@ -95,7 +150,13 @@ void conv_integer_infer(InferContext& ctx) {
 }
 
 void conv_integer_compute(KernelContext& ctx) {
-  qconv(ctx, kConvInteger, qconv_shape(ctx, kConvInteger), ctx.output(0).data<int32_t>());
+  const QConvShape s = qconv_shape(ctx, kConvInteger);
+  int32_t* y = ctx.output(0).data<int32_t>();
+  const int64_t p = s.w.out_size();
+  qconv(ctx, kConvInteger, s, [&](int64_t r0, int64_t c0, int64_t rows, int64_t cols, const int32_t* block, int64_t ld) {
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy(block + r * ld, block + r * ld + cols, y + (r0 + r) * p + c0);
+  });
 }
 
 void qlinear_conv_infer(InferContext& ctx) {
@@ -112,21 +173,21 @@ void qlinear_conv_infer(InferContext& ctx) {
 void qlinear_conv_compute(KernelContext& ctx) {
   const QConvShape s = qconv_shape(ctx, kQLinearConv);
   const Tensor y = ctx.output(0);
-  std::vector<int32_t>& acc = scratch<int32_t, 1>(size_t(y.numel()));
-  qconv(ctx, kQLinearConv, s, acc.data());
   const float xs = scales(ctx.input(1))[0], ys = scales(ctx.input(6))[0];
   const std::vector<float> ws = scales(ctx.input(4));
+  std::vector<float> scale(size_t(s.m));
+  for (int64_t ch = 0; ch < s.m; ++ch) scale[size_t(ch)] = xs * ws[ws.size() == 1 ? 0 : size_t(ch)] / ys;  // onnxruntime's order
   const int32_t zy = zero_points(ctx, 7, 1)[0];
   const int32_t* bias = ctx.has_input(8) ? ctx.input(8).data<int32_t>() : nullptr;
   const int64_t p = s.w.out_size();
   const bool ok = opforge::dispatch<uint8_t, int8_t>(y.dtype(), [&](auto tag) {
     using Q = typename decltype(tag)::type;
     Q* out = y.data<Q>();
-    ctx.parallel_for(s.n * s.m, std::max<int64_t>(1, 16384 / std::max<int64_t>(p, 1)), [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r) {
-        const int64_t ch = r % s.m;
-        const float scale = xs * ws[ws.size() == 1 ? 0 : size_t(ch)] / ys;  // onnxruntime's order
-        requantize_row(acc.data() + r * p, p, bias ? bias[ch] : 0, scale, zy, out + r * p);
+    // Each block is requantized as the GEMM finishes it, while it is in cache.
+    qconv(ctx, kQLinearConv, s, [&](int64_t r0, int64_t c0, int64_t rows, int64_t cols, const int32_t* block, int64_t ld) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t ch = (r0 + r) % s.m;
+        requantize_row(block + r * ld, cols, bias ? bias[ch] : 0, scale[size_t(ch)], zy, out + (r0 + r) * p + c0);
       }
     });
   });

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "quant.h"
@@ -37,6 +38,26 @@ void pack_b(const KernelContext& ctx, Q8Matrix b, int64_t k, int64_t n, PackedB&
 /// or one; `a` is M x K.
 void qgemm(const KernelContext& ctx, int64_t m, Q8Matrix a, const std::vector<int32_t>& za, const PackedB& b,
            const std::vector<int32_t>& zb, int32_t* c, int64_t ldc);
+
+/// Takes finished blocks of C from qgemm_blocks: C[r0 + r][c0 + j] = block[r * ld + j] for r < rows,
+/// j < cols. Called on the pool's threads, each block once, blocks disjoint.
+using QBlockSink = std::function<void(int64_t r0, int64_t c0, int64_t rows, int64_t cols, const int32_t* block,
+                                      int64_t ld)>;
+
+/// The product of qgemm, handed to `sink` block by block while it is still in cache (so a caller
+/// can requantize it without an int32 matrix in memory).
+void qgemm_blocks(const KernelContext& ctx, int64_t m, Q8Matrix a, const std::vector<int32_t>& za, const PackedB& b,
+                  const std::vector<int32_t>& zb, const QBlockSink& sink);
+
+/// Gives rows [0, K) x columns [c0, c0 + cols) of B: a pointer to row 0's column c0, with the
+/// leading dimension in `ld`; it may fill `scratch` (K x kPanel bytes, ld = kPanel) and return it.
+using QPanelSource = std::function<const uint8_t*(int64_t c0, int64_t cols, uint8_t* scratch, int64_t* ld)>;
+
+/// qgemm_blocks with B made panel by panel on the threads that use it (im2col fused into the
+/// GEMM: no K x N copy of B in memory, and its packing spread over the threads).
+void qgemm_streamed(const KernelContext& ctx, int64_t m, Q8Matrix a, const std::vector<int32_t>& za, int64_t k,
+                    int64_t n, bool b_signed, const QPanelSource& source, const std::vector<int32_t>& zb,
+                    const QBlockSink& sink);
 
 /// A std::vector of this thread's, kept between calls so that big scratch buffers are not mapped
 /// (and page-faulted) afresh for every node; `slot` tells a caller's buffers apart.
