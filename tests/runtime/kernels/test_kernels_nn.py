@@ -339,6 +339,20 @@ def test_maxpool_versions_and_dtypes(kernels, opset, dtype):
         check(kernels, "MaxPool", [x], attrs, opset=opset, num_outputs=2)
 
 
+# Rows too short for a 32-byte vector of 8-bit values take 16- or 8-byte vectors (squeezenet's
+# quantized pools: rows of 27 and 13 outputs); widths around each vector's lane count.
+@pytest.mark.parametrize("width", [9, 12, 17, 20, 27, 33, 40])
+@pytest.mark.parametrize("stride", [1, 2, 3])
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.float64])
+def test_maxpool_short_rows_take_narrow_vectors(kernels, width, stride, dtype):
+    attrs = dict(kernel_shape=[3, 3], strides=[stride, stride], pads=[0, 0, 0, 1])
+    x = (rand(1, 3, 7, (width - 1) * stride + 2) * 60).astype(dtype)
+    y, _ = check(kernels, "MaxPool", [x], attrs, opset=12, num_outputs=2)   # against onnxruntime
+    assert y.shape[-1] == width
+    values, = run_handle(kernels.op("MaxPool", version=12), [x], [y], attrs)   # the SIMD path
+    np.testing.assert_array_equal(values, y)
+
+
 # Rows wide enough for the SIMD loop, at strides 1, 2 (shuffled loads) and 3, for every dtype.
 WIDE_POOL_CASES = [dict(kernel_shape=[2, 3], strides=[1, s], pads=[0, 1, 1, 0]) for s in (1, 2, 3)]
 
