@@ -26,8 +26,10 @@ import onnxruntime as ort
 
 import opforge
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "tests" / "runtime")]
 from bench_models import median_times, print_load  # noqa: E402
+from test_ml_encoders import table as string_table  # noqa: E402  (the tests' string table)
 
 
 def models() -> list:
@@ -49,23 +51,6 @@ def models() -> list:
         ("scaler + logistic regression",
          make_pipeline(StandardScaler(), LogisticRegression(max_iter=500)).fit(x, y), x),
     ]
-
-
-def string_table(rows: int, seed: int = 0):
-    """A frame of two string columns, an int64 one and two float ones, and string labels that
-    depend on all of them."""
-    import pandas as pd
-
-    rng = np.random.default_rng(seed)
-    frame = pd.DataFrame({"color": rng.choice(["red", "green", "blue", "teal"], rows),
-                          "size": rng.choice(["S", "M", "L"], rows),
-                          "doors": rng.choice([2, 3, 5], rows).astype(np.int64),
-                          "weight": rng.normal(size=rows).astype(np.float32),
-                          "height": rng.normal(size=rows).astype(np.float32)})
-    score = (frame["weight"] + (frame["color"] == "red") - 0.5 * (frame["size"] == "L") + 0.3 * frame["doors"]
-             + rng.normal(scale=0.5, size=rows))
-    labels = np.where(score > 1.5, "high", np.where(score > 0.8, "mid", "low")).astype(object)
-    return frame, labels
 
 
 def string_models() -> list:

@@ -262,13 +262,18 @@ def recurrent_loop_model(trips: int = 20):
                  [tensor("h", [1, 16]), tensor("sums", [None]), tensor("steps", [None], INT64)], [weight])
 
 
-def test_loop_iterations_run_in_cpp_once_the_body_has_a_plan(monkeypatch):
+def python_iterations(monkeypatch) -> list:
+    """The iteration numbers that go through the Python loop's run_body (not the C++ loop)."""
     from opforge.runtime.execute import control_flow
 
-    python_iterations = []
+    seen = []
     original = control_flow.run_body
-    monkeypatch.setattr(control_flow, "run_body",
-                        lambda body, env, node, i: python_iterations.append(i) or original(body, env, node, i))
+    monkeypatch.setattr(control_flow, "run_body", lambda body, env, node, i: seen.append(i) or original(body, env, node, i))
+    return seen
+
+
+def test_loop_iterations_run_in_cpp_once_the_body_has_a_plan(monkeypatch):
+    in_python = python_iterations(monkeypatch)
     proto = recurrent_loop_model()
     sess = InferenceSession(proto)
     h0 = np.random.default_rng(6).standard_normal((1, 16)).astype(np.float32)
@@ -279,7 +284,7 @@ def test_loop_iterations_run_in_cpp_once_the_body_has_a_plan(monkeypatch):
         assert got[1].shape == want[1].shape == (steps,) and got[2].dtype == np.int64
     # the first run: one iteration as it is, one recorded for the plan, the other 18 in C++; the
     # later runs all in C++ (the early stop too)
-    assert python_iterations == [0, 1]
+    assert in_python == [0, 1]
 
 
 def test_loop_values_that_change_shape_go_back_to_the_python_loop():
@@ -309,12 +314,7 @@ def recurrent_scan_model():
 
 
 def test_scan_steps_run_in_cpp_once_the_body_has_a_plan(monkeypatch):
-    from opforge.runtime.execute import control_flow
-
-    python_steps = []
-    original = control_flow.run_body
-    monkeypatch.setattr(control_flow, "run_body",
-                        lambda body, env, node, i: python_steps.append(i) or original(body, env, node, i))
+    in_python = python_iterations(monkeypatch)
     proto = recurrent_scan_model()
     sess = InferenceSession(proto)
     rng = np.random.default_rng(9)
@@ -324,4 +324,4 @@ def test_scan_steps_run_in_cpp_once_the_body_has_a_plan(monkeypatch):
         got, want = sess.run(None, feed), onnxruntime_outputs(proto, feed)
         assert_same(got, want)
         assert got[1].shape == (2, length, 8) and got[2].shape == (length,)
-    assert python_steps == [0, 1]   # the rest, the later runs included, in C++
+    assert in_python == [0, 1]   # the rest, the later runs included, in C++
