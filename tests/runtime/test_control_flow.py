@@ -268,7 +268,8 @@ def python_iterations(monkeypatch) -> list:
 
     seen = []
     original = control_flow.run_body
-    monkeypatch.setattr(control_flow, "run_body", lambda body, env, node, i: seen.append(i) or original(body, env, node, i))
+    monkeypatch.setattr(control_flow, "run_body",
+                        lambda body, env, node, i, key=None: seen.append(i) or original(body, env, node, i, key))
     return seen
 
 

@@ -26,13 +26,15 @@ RUN_OPTIONS: ContextVar = ContextVar("opforge_run_options", default=None)
 stops between iterations when its ``terminate`` is set, as the executor does between nodes."""
 
 
-def run_body(body: SubgraphRunner, env: dict[str, Any], node: Node, iteration: int) -> list[Any]:
-    """One iteration of a loop's body; RunCancelledError first if the run was cancelled."""
+def run_body(body: SubgraphRunner, env: dict[str, Any], node: Node, iteration: int,
+             key: tuple | None = None) -> list[Any]:
+    """One iteration of a loop's body; RunCancelledError first if the run was cancelled. ``key``:
+    env's plan signature, when the caller has computed it (a body run through compiled plans)."""
     options = RUN_OPTIONS.get()
     if options is not None and options.terminate:
         raise RunCancelledError(f"run cancelled (RunOptions.terminate) at iteration {iteration} of "
                                 f"{node.label}")
-    return body.run(env, options)
+    return body.run(env, options) if key is None else body.run(env, options, key=key)
 
 
 Compile = Callable[[Graph], SubgraphRunner]
@@ -153,8 +155,8 @@ class LoopKernel(_ControlFlowKernel):
             env[self.body_inputs[0]] = np.array(iteration, dtype=np.int64)
             env[self.body_inputs[1]] = np.array(keep_going)
             env.update(zip(self.body_inputs[2:], carried))
-            plan = (plan_for(env) if plan_for is not None and all(isinstance(v, np.ndarray) for v in carried)
-                    else None)
+            key = self.body.key(env) if plan_for is not None else None
+            plan = plan_for(env, key) if key is not None and all(isinstance(v, np.ndarray) for v in carried) else None
             if plan is not None:
                 # the body has a plan for these values: the iterations run in C++ while the
                 # carried values keep their dtypes and shapes
@@ -165,7 +167,7 @@ class LoopKernel(_ControlFlowKernel):
                 if finished:
                     break
                 continue
-            outputs = run_body(self.body, env, self.node, iteration)
+            outputs = run_body(self.body, env, self.node, iteration, key)
             keep_going = bool(np.asarray(outputs[0]).reshape(-1)[0])
             carried = outputs[1:1 + self.carried]
             if scans is None:
@@ -219,8 +221,8 @@ class ScanKernel(_ControlFlowKernel):
                       for x, axis, back in zip(scanned, in_axes, reverse)]
             env = dict(outer)
             env.update(zip(self.body_inputs, list(states) + slices))
-            plan = (plan_for(env) if plan_for is not None and all(isinstance(v, np.ndarray) for v in states)
-                    else None)
+            key = self.body.key(env) if plan_for is not None else None
+            plan = plan_for(env, key) if key is not None and all(isinstance(v, np.ndarray) for v in states) else None
             if plan is not None:
                 # the body has a plan for these values: the steps run in C++ while the states
                 # keep their dtypes and shapes
@@ -235,7 +237,7 @@ class ScanKernel(_ControlFlowKernel):
                 if finished:
                     break
                 continue
-            outputs = run_body(self.body, env, self.node, step)
+            outputs = run_body(self.body, env, self.node, step, key)
             states = outputs[:len(states)]
             per_step.append(outputs[len(states):])
             step += 1

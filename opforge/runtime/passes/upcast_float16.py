@@ -31,7 +31,7 @@ import onnx
 from opforge.runtime.errors import KernelNotFoundError
 from opforge.runtime.graph.graph import Graph, Node, topological_order
 from opforge.runtime.graph.types import TensorType
-from opforge.runtime.passes.rewrite import Uses, can_bind, constant, new_initializer
+from opforge.runtime.passes.rewrite import Uses, can_bind, constant
 from opforge.runtime.providers.registry import REFERENCE
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
@@ -56,25 +56,26 @@ def upcast_float16(graph: Graph, context) -> int:
     if not chosen:
         return 0
     upcast = set(map(id, chosen))
-    wide: dict[str, str] = {}    # float16 value -> the name of its float32 version
-    casts: list[tuple[Node, Node]] = []   # (cast node, the node it must precede)
+    names = _Names(graph)
+    wide: dict[str, str] = {}   # float16 value -> the name of its float32 version
+    before: dict[int, list] = {}   # id(node) -> the casts to float32 it reads, to go before it
+    after: dict[int, list] = {}    # id(node) -> the casts back to float16 of its outputs
     for node in chosen:
-        node.inputs = [_float32_name(graph, context, name, node, wide, casts) if _is_f16(context, name)
-                       else name for name in node.inputs]
+        node.inputs = [_float32_name(graph, context, names, name, node, wide, before)
+                       if _is_f16(context, name) else name for name in node.inputs]
         for index, name in enumerate(node.outputs):
             if not _is_f16(context, name):
                 continue
-            wide_name = _fresh(graph, f"{name}_float32")
+            wide_name = names.fresh(f"{name}_float32")
             node.outputs[index] = wide_name
             _set_type(context, wide_name, F32, context.types.get(name).shape)
             wide[name] = wide_name
             readers = [r for r in uses.readers.get(name, []) if id(r) not in upcast]
             if readers or name in uses.outputs or name in uses.implicit:
-                graph.nodes.insert(graph.nodes.index(node) + 1,
-                                   _cast(wide_name, name, onnx.TensorProto.FLOAT16, node))
+                after.setdefault(id(node), []).append(_cast(wide_name, name, onnx.TensorProto.FLOAT16, node))
         node.input_types, node.output_types = [], []   # bound again from the types, now float32
-    for cast, before in casts:
-        graph.nodes.insert(graph.nodes.index(before), cast)
+    graph.nodes = [n for node in graph.nodes
+                   for n in (*before.get(id(node), ()), node, *after.get(id(node), ()))]
     return len(chosen)
 
 
@@ -106,17 +107,18 @@ def _needs_float32(node: Node, context, made_wide: set, uses: Uses) -> bool:
         return False
 
 
-def _float32_name(graph: Graph, context, name: str, reader: Node, wide: dict, casts: list) -> str:
+def _float32_name(graph: Graph, context, names: "_Names", name: str, reader: Node, wide: dict,
+                  before: dict) -> str:
     """The name of a float32 version of float16 value ``name``: an upcast node's own result, a
     float32 twin of a constant, or the output of a Cast inserted before ``reader``."""
     if name in wide:
         return wide[name]
+    target = names.fresh(f"{name}_float32")
     value = constant(graph, name)
     if value is not None:
-        target = new_initializer(graph, f"{name}_float32", value.astype(np.float32))
+        graph.initializers[target] = value.astype(np.float32)
     else:
-        target = _fresh(graph, f"{name}_float32")
-        casts.append((_cast(name, target, onnx.TensorProto.FLOAT, reader), reader))
+        before.setdefault(id(reader), []).append(_cast(name, target, onnx.TensorProto.FLOAT, reader))
     _set_type(context, target, F32, context.types.get(name).shape)
     wide[name] = target
     return target
@@ -137,11 +139,16 @@ def _set_type(context, name: str, dtype: np.dtype, shape) -> None:
     context.types.values[name] = TensorType(dtype, shape)
 
 
-def _fresh(graph: Graph, base: str) -> str:
-    taken = graph.defined_names() | graph.outer_names
-    if base not in taken:
-        return base
-    index = 1
-    while f"{base}_{index}" in taken:
-        index += 1
-    return f"{base}_{index}"
+class _Names:
+    """The names a graph holds, read once, and fresh ones made from a base as the pass adds them."""
+
+    def __init__(self, graph: Graph):
+        self.taken = graph.defined_names() | graph.outer_names
+
+    def fresh(self, base: str) -> str:
+        name, index = base, 0
+        while name in self.taken:
+            index += 1
+            name = f"{base}_{index}"
+        self.taken.add(name)
+        return name

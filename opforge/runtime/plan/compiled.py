@@ -65,12 +65,11 @@ class CompiledPlan:
         (csrc/loop.h): ``counters`` names a Loop's iteration-number and condition inputs (empty
         for a Scan); ``scanned`` arrays have their scan axis first, C-contiguous. Returns
         (iterations done, condition, carried values, scan outputs per iteration, finished)."""
-        slots = self.slots
-        fixed = [(slots[name], np.asanyarray(value, order="C") if isinstance(value, np.ndarray) else value)
-                 for name, value in outer.items() if name in slots]
+        slots = self.slots   # (Plan::run makes C-ordered copies of feeds that are not)
+        fixed = [(slots[name], value) for name, value in outer.items() if name in slots]
         return _core.run_loop(self.core, fixed, slots[counters[0]] if counters else -1,
                               slots[counters[1]] if counters else -1, [slots[name] for name in carried_names],
-                              [np.asarray(value, order="C") for value in carried],
+                              list(carried),
                               [slots[name] for name in scanned_names], list(scanned), list(reverse),
                               [slots[name] for name in self.outputs], start, -1 if limit is None else limit,
                               condition, run_options)
@@ -225,9 +224,12 @@ class PlannedExecutor:
         steps = self.executor.steps
         return [(steps[i], start, seconds) for plan in plans for i, start, seconds in plan.core.take_profile()]
 
-    def plan_for(self, env: dict) -> "CompiledPlan | None":
-        """The compiled plan of `env`'s signature, if a run with it has made one."""
-        entry = self._get(signature(env))
+    key = staticmethod(signature)   # a caller that both looks for a plan and runs computes it once
+
+    def plan_for(self, env: dict, key: tuple | None = None) -> "CompiledPlan | None":
+        """The compiled plan of `env`'s signature (``key`` when the caller has it), if a run with
+        it has made one."""
+        entry = self._get(signature(env) if key is None else key)
         return entry if isinstance(entry, CompiledPlan) else None
 
     def __len__(self) -> int:
