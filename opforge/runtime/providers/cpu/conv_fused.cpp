@@ -34,13 +34,6 @@ Epilogue epilogue_of(const std::string& name, const std::vector<float>& params) 
 
 namespace {
 
-template <class Ctx>
-Epilogue epilogue_attrs(const Ctx& ctx) {
-  std::vector<float> params;
-  if (ctx.has_attr("activation_params")) params = ctx.template attr<std::vector<float>>("activation_params");
-  return epilogue_of(ctx.template attr<std::string>("activation"), params);
-}
-
 void fused_conv_infer(InferContext& ctx) {
   epilogue_attrs(ctx);
   const ConvShape s = conv_shape(ctx);

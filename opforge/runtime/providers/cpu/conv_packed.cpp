@@ -49,15 +49,8 @@ ConvShape packed_shape(const Ctx& ctx) {
   return s;
 }
 
-template <class Ctx>
-Epilogue packed_epilogue(const Ctx& ctx) {
-  std::vector<float> params;
-  if (ctx.has_attr("activation_params")) params = ctx.template attr<std::vector<float>>("activation_params");
-  return epilogue_of(ctx.template attr<std::string>("activation"), params);
-}
-
 void packed_conv_infer(InferContext& ctx) {
-  packed_epilogue(ctx);
+  epilogue_attrs(ctx);
   const ConvShape s = packed_shape(ctx);
   const std::vector<int64_t> out = conv_output_dims(s);
   if (ctx.has_input(3)) {
@@ -205,7 +198,7 @@ void run_task(const Job& job, int64_t image, int64_t panel, int64_t b0, int64_t 
 }
 
 void packed_conv_compute(KernelContext& ctx) {
-  const Epilogue e = packed_epilogue(ctx);
+  const Epilogue e = epilogue_attrs(ctx);
   const ConvShape s = packed_shape(ctx);
   const Tensor x = ctx.input(0), y = ctx.output(0);
   if (y.numel() == 0) return;

@@ -100,6 +100,15 @@ struct Epilogue {
 /// for an unknown name or too few parameters.
 Epilogue epilogue_of(const std::string& name, const std::vector<float>& params);
 
+/// The epilogue a fused node's attributes 'activation' and 'activation_params' name (FusedConv,
+/// PackedConv); throws for one it does not know.
+template <class Ctx>
+Epilogue epilogue_attrs(const Ctx& ctx) {
+  std::vector<float> params;
+  if (ctx.has_attr("activation_params")) params = ctx.template attr<std::vector<float>>("activation_params");
+  return epilogue_of(ctx.template attr<std::string>("activation"), params);
+}
+
 /// Whether conv_gemm_f32 has tiles for this build's CPU (AVX-512).
 #if defined(__AVX512F__)
 constexpr bool kHasGemmF32 = true;

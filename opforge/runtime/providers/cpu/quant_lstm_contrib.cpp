@@ -22,13 +22,7 @@ template <class Ctx> Geometry geometry(const Ctx& ctx) {
                 ", ", w.ndim(), ", ", r.ndim());
   Geometry g;
   g.seq = x.size(0), g.batch = x.size(1), g.input = x.size(2);
-  const std::string dir = ctx.template attr<std::string>("direction");
-  OPFORGE_CHECK(dir == "forward" || dir == "reverse" || dir == "bidirectional", "attribute 'direction' must be "
-                "forward, reverse or bidirectional, got '", dir, "'");
-  g.dirs = dir == "bidirectional" ? 2 : 1;
-  g.reverse = dir == "reverse";
-  g.hidden = ctx.has_attr("hidden_size") ? ctx.template attr<int64_t>("hidden_size") : r.size(1);
-  OPFORGE_CHECK(g.hidden > 0, "attribute 'hidden_size' must be positive, got ", g.hidden);
+  read_direction(ctx, r.size(1), g);
   auto fits = [](int64_t d, int64_t want) { return d < 0 || want < 0 || d == want; };
   OPFORGE_CHECK(fits(w.size(0), g.dirs) && fits(w.size(1), g.input) && fits(w.size(2), 4 * g.hidden), "W must be (",
                 g.dirs, ", ", g.input, ", ", 4 * g.hidden, "), got (", w.size(0), ", ", w.size(1), ", ", w.size(2), ")");

@@ -16,13 +16,7 @@ template <class Ctx> Geometry geometry(const Ctx& ctx, Cell cell) {
   Geometry g;
   g.batch_first = ctx.has_attr("layout") && ctx.template attr<int64_t>("layout") != 0;
   g.seq = x.size(g.batch_first ? 1 : 0), g.batch = x.size(g.batch_first ? 0 : 1), g.input = x.size(2);
-  const std::string dir = ctx.template attr<std::string>("direction");
-  OPFORGE_CHECK(dir == "forward" || dir == "reverse" || dir == "bidirectional", "attribute 'direction' must be "
-                "forward, reverse or bidirectional, got '", dir, "'");
-  g.dirs = dir == "bidirectional" ? 2 : 1;
-  g.reverse = dir == "reverse";
-  g.hidden = ctx.has_attr("hidden_size") ? ctx.template attr<int64_t>("hidden_size") : r.size(2);
-  OPFORGE_CHECK(g.hidden > 0, "attribute 'hidden_size' must be positive, got ", g.hidden);
+  read_direction(ctx, r.size(2), g);
   const int64_t gh = gate_count(cell) * g.hidden;
   auto fits = [](int64_t d, int64_t want) { return d < 0 || want < 0 || d == want; };
   OPFORGE_CHECK(fits(w.size(0), g.dirs) && fits(w.size(1), gh) && fits(w.size(2), g.input), "W must be (",

@@ -71,6 +71,18 @@ struct Geometry {
   bool batch_first = false, reverse = false;  // reverse: the only direction runs backwards
 };
 
+/// g.dirs, g.reverse and g.hidden from attributes 'direction' and 'hidden_size' (else
+/// `r_hidden`, the hidden size R's shape gives).
+template <class Ctx> void read_direction(const Ctx& ctx, int64_t r_hidden, Geometry& g) {
+  const std::string dir = ctx.template attr<std::string>("direction");
+  OPFORGE_CHECK(dir == "forward" || dir == "reverse" || dir == "bidirectional", "attribute 'direction' must be "
+                "forward, reverse or bidirectional, got '", dir, "'");
+  g.dirs = dir == "bidirectional" ? 2 : 1;
+  g.reverse = dir == "reverse";
+  g.hidden = ctx.has_attr("hidden_size") ? ctx.template attr<int64_t>("hidden_size") : r_hidden;
+  OPFORGE_CHECK(g.hidden > 0, "attribute 'hidden_size' must be positive, got ", g.hidden);
+}
+
 /// Optional input i must have `want` elements.
 template <class Ctx> void check_count(const Ctx& ctx, int i, int64_t want, const char* name) {
   if (!ctx.has_input(i)) return;
