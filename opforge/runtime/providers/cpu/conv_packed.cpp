@@ -7,8 +7,8 @@
 // broadcasting its input value at every k. No lane is wasted on a small map (a 7x7 map fills 49
 // of the 64 lanes of position tiles), and the input is never packed: it is read where it lies,
 // or from conv_source.h's copy when the conv pads or strides, at a per-k offset. The rows of a
-// tile start from the bias and go to a scratch block (positions x 32) kept across K blocks,
-// which is then gathered back into Y's channel rows, with Z and the activation applied there.
+// tile start from the bias and go to a scratch block (positions x 32) kept across K blocks; the
+// last K block transposes them in registers into Y's channel rows, with Z and the activation.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -76,10 +76,53 @@ struct RowBlock {
   int rows;
 };
 
+/// v[0, 16) transposed in place: lane j of v[i] becomes lane i of v[j] (four rounds of shuffles,
+/// 64 in all).
+__attribute__((always_inline)) inline void transpose16(__m512 v[16]) {
+  __m512 t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 16; i += 2) {  // lane L of t[i] / t[i + 1]: rows i, i + 1 at columns 4L, 4L + 1 / 4L + 2, 4L + 3
+    t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < 16; g += 4) {  // lane L of v[g + j]: rows g .. g + 3 at column 4L + j
+    v[g] = _mm512_shuffle_ps(t[g], t[g + 2], 0x44);
+    v[g + 1] = _mm512_shuffle_ps(t[g], t[g + 2], 0xEE);
+    v[g + 2] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+    v[g + 3] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j)  // t[h + j]: columns j + 4h', j + 8 + 4h' of rows 0-7 (h = 0) or 8-15 (h = 8)
+    for (int h = 0; h < 16; h += 8) {
+      t[h + j] = _mm512_shuffle_f32x4(v[h + j], v[h + 4 + j], 0x88);
+      t[h + 4 + j] = _mm512_shuffle_f32x4(v[h + j], v[h + 4 + j], 0xDD);
+    }
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {  // whole columns j (j < 4: j; else j) and j + 8
+    v[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+    v[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xDD);
+  }
+}
+
+/// Where a tile's last K block goes: output channels [0, count) of its panel, each a row of Y
+/// (and of Z) `pitch` floats apart, its R positions at y / z; the register activation applied.
+struct Finish {
+  float* y;
+  const float* z;
+  int64_t pitch;
+  int count;
+  const Epilogue* e;
+  bool act;
+};
+
 /// T rows [0, R) (32 floats each) (+)= the block's positions x the panel's kc rows; the first
 /// block starts from the panel's bias (as conv_gemm_f32's tiles do, so that both round alike).
+/// With `f`, the last block transposes its sums in registers and stores them as Y's channel
+/// rows, with Z and the activation (nothing goes through T).
 template <int R>
-void tile(const float* a, const int64_t* koff, const float* b, int64_t kc, float* t, const float* bias) {
+void tile(const float* a, const int64_t* koff, const float* b, int64_t kc, float* t, const float* bias,
+          const Finish* f) {
   __m512 lo[R], hi[R];
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
@@ -96,27 +139,46 @@ void tile(const float* a, const int64_t* koff, const float* b, int64_t kc, float
       hi[r] = _mm512_fmadd_ps(av, b1, hi[r]);
     }
   }
+  if (!f) {
 #pragma GCC unroll 12
-  for (int r = 0; r < R; ++r) {
-    _mm512_storeu_ps(t + r * kPanel, lo[r]);
-    _mm512_storeu_ps(t + r * kPanel + 16, hi[r]);
+    for (int r = 0; r < R; ++r) {
+      _mm512_storeu_ps(t + r * kPanel, lo[r]);
+      _mm512_storeu_ps(t + r * kPanel + 16, hi[r]);
+    }
+    return;
+  }
+  const __mmask16 mask = tiles::first_lanes(R);
+  for (int h = 0; h < 2 && h * 16 < f->count; ++h) {
+    __m512 v[16];
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) v[r] = r < R ? (h == 0 ? lo[r] : hi[r]) : _mm512_setzero_ps();
+    transpose16(v);
+    const int channels = std::min(16, f->count - h * 16);
+    for (int c = 0; c < channels; ++c) {
+      const int64_t at = (h * 16 + c) * f->pitch;
+      __m512 out = v[c];
+      if (f->z) out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(mask, f->z + at));
+      if (f->act) out = tiles::activate(out, *f->e);
+      _mm512_mask_storeu_ps(f->y + at, mask, out);
+    }
   }
 }
 
-void run_tile(int rows, const float* a, const int64_t* koff, const float* b, int64_t kc, float* t, const float* bias) {
+void run_tile(int rows, const float* a, const int64_t* koff, const float* b, int64_t kc, float* t, const float* bias,
+              const Finish* f) {
   switch (rows) {
-    case 1: return tile<1>(a, koff, b, kc, t, bias);
-    case 2: return tile<2>(a, koff, b, kc, t, bias);
-    case 3: return tile<3>(a, koff, b, kc, t, bias);
-    case 4: return tile<4>(a, koff, b, kc, t, bias);
-    case 5: return tile<5>(a, koff, b, kc, t, bias);
-    case 6: return tile<6>(a, koff, b, kc, t, bias);
-    case 7: return tile<7>(a, koff, b, kc, t, bias);
-    case 8: return tile<8>(a, koff, b, kc, t, bias);
-    case 9: return tile<9>(a, koff, b, kc, t, bias);
-    case 10: return tile<10>(a, koff, b, kc, t, bias);
-    case 11: return tile<11>(a, koff, b, kc, t, bias);
-    default: return tile<12>(a, koff, b, kc, t, bias);
+    case 1: return tile<1>(a, koff, b, kc, t, bias, f);
+    case 2: return tile<2>(a, koff, b, kc, t, bias, f);
+    case 3: return tile<3>(a, koff, b, kc, t, bias, f);
+    case 4: return tile<4>(a, koff, b, kc, t, bias, f);
+    case 5: return tile<5>(a, koff, b, kc, t, bias, f);
+    case 6: return tile<6>(a, koff, b, kc, t, bias, f);
+    case 7: return tile<7>(a, koff, b, kc, t, bias, f);
+    case 8: return tile<8>(a, koff, b, kc, t, bias, f);
+    case 9: return tile<9>(a, koff, b, kc, t, bias, f);
+    case 10: return tile<10>(a, koff, b, kc, t, bias, f);
+    case 11: return tile<11>(a, koff, b, kc, t, bias, f);
+    default: return tile<12>(a, koff, b, kc, t, bias, f);
   }
 }
 
@@ -145,56 +207,34 @@ struct Job {
   const Epilogue& e;
 };
 
-/// Y rows [m0, m0 + count) at positions of blocks [b0, b1) = epilogue(T), T holding those
-/// positions' 32-channel rows in block order.
-void store(const Job& job, int64_t image, int64_t m0, int64_t count, int64_t b0, int64_t b1, const float* t) {
-  const int64_t p = job.s.w.out_size();
-  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                         _mm512_set1_epi32(int(kPanel)));
-  const bool act = tiles::in_register(job.e.act);
-  for (int64_t m = 0; m < count; ++m) {
-    const int64_t row = (image * job.s.m + m0 + m) * p;
-    float* y = job.y + row;
-    const float* z = job.z ? job.z + row : nullptr;
-    const float* tm = t + m;
-    for (int64_t b = b0; b < b1; ++b) {
-      const RowBlock& rb = job.blocks[size_t(b)];
-      const __mmask16 mask = tiles::first_lanes(rb.rows), mask2 = tiles::first_lanes(rb.rows - 16);
-      for (int h = 0; h < 2 && h * 16 < rb.rows; ++h) {
-        const __mmask16 mk = h == 0 ? mask : mask2;
-        __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, idx, tm + h * 16 * kPanel, 4);
-        if (z) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mk, z + rb.y + h * 16));
-        if (act) v = tiles::activate(v, job.e);
-        _mm512_mask_storeu_ps(y + rb.y + h * 16, mk, v);
-      }
-      tm += rb.rows * kPanel;
-    }
-  }
-  if (!act)
-    for (const RowBlock* rb = &job.blocks[size_t(b0)]; rb != job.blocks.data() + b1; ++rb)
-      activate_rows(job.e, job.y + (image * job.s.m + m0) * p, p, count, rb->y, rb->y + rb->rows);
-}
-
-/// Panel `panel` of image `image` at row blocks [b0, b1): every K block, then the store.
+/// Panel `panel` of image `image` at row blocks [b0, b1): every K block, the last one stored
+/// into Y by the tiles themselves, then the activations not applied in registers.
 void run_task(const Job& job, int64_t image, int64_t panel, int64_t b0, int64_t b1) {
   thread_local std::vector<float> scratch;
   int64_t positions = 0;
   for (int64_t b = b0; b < b1; ++b) positions += job.blocks[size_t(b)].rows;
-  scratch.resize(size_t(positions * kPanel));
+  scratch.resize(size_t(positions * kPanel));  // the sums between K blocks
   const float* src = job.src + image * job.s.c * job.cstride;
   const float* wp = job.w + panel * job.k * kPanel;
+  const int64_t m0 = panel * kPanel, p = job.s.w.out_size(), first_row = (image * job.s.m + m0) * p;
+  const bool act = tiles::in_register(job.e.act);
+  Finish f{nullptr, nullptr, p, int(std::min(kPanel, job.s.m - m0)), &job.e, act && job.e.act != Activation::None};
   for (int64_t k0 = 0; k0 < job.k; k0 += kBlockK) {
     const int64_t kc = std::min(kBlockK, job.k - k0);
+    const bool last = k0 + kc >= job.k;
     float* t = scratch.data();
     for (int64_t b = b0; b < b1; ++b) {
       const RowBlock& rb = job.blocks[size_t(b)];
+      f.y = job.y + first_row + rb.y;
+      f.z = job.z ? job.z + first_row + rb.y : nullptr;
       run_tile(rb.rows, src + rb.src, job.koff.data() + k0, wp + k0 * kPanel, kc, t,
-               k0 == 0 ? job.bias.data() + panel * kPanel : nullptr);
+               k0 == 0 ? job.bias.data() + m0 : nullptr, last ? &f : nullptr);
       t += rb.rows * kPanel;
     }
   }
-  const int64_t m0 = panel * kPanel;
-  store(job, image, m0, std::min(kPanel, job.s.m - m0), b0, b1, scratch.data());
+  if (!act)
+    for (const RowBlock* rb = &job.blocks[size_t(b0)]; rb != job.blocks.data() + b1; ++rb)
+      activate_rows(job.e, job.y + first_row, p, f.count, rb->y, rb->y + rb->rows);
 }
 
 void packed_conv_compute(KernelContext& ctx) {
