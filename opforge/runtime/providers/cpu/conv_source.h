@@ -10,6 +10,10 @@
 
 #include "conv.h"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace opforge_conv {
 
 using opforge_nn::Window;
@@ -66,6 +70,28 @@ inline Source source_for(const Window& w) {
   return s;
 }
 
+/// out[i] = x[i * step] for i in [0, n); step 2 (a stride-2 conv's phase) runs 16 outputs at a
+/// time from two masked loads, so nothing past x[(n - 1) * 2] is read.
+inline void copy_every(float* out, const float* x, int64_t n, int64_t step) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  if (step == 2) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    auto lanes = [](int64_t count) {
+      return count >= 16 ? __mmask16(0xFFFF) : count <= 0 ? __mmask16(0) : __mmask16((1u << count) - 1);
+    };
+    for (; i < n; i += 16) {
+      const int64_t m = std::min<int64_t>(16, n - i), last = 2 * m - 2;  // elements read: x[2i + (0 .. last)]
+      const __m512 lo = _mm512_maskz_loadu_ps(lanes(last + 1), x + 2 * i);
+      const __m512 hi = _mm512_maskz_loadu_ps(lanes(last + 1 - 16), x + 2 * i + 16);
+      _mm512_mask_storeu_ps(out + i, lanes(m), _mm512_permutex2var_ps(lo, even, hi));
+    }
+    return;
+  }
+#endif
+  for (; i < n; ++i) out[i] = x[i * step];
+}
+
 /// The copy of one channel x (dims w.in) into out (src.channel() floats), zero in the padding.
 inline void copy_channel(const Window& w, const Source& src, const float* x, float* out) {
   const int64_t hw = w.in[1] * w.in[2];
@@ -87,7 +113,7 @@ inline void copy_channel(const Window& w, const Source& src, const float* x, flo
             if (s == 1)
               std::memcpy(out + lo, row + lo + off_w, size_t(hi - lo) * sizeof(float));
             else
-              for (int64_t i = lo; i < hi; ++i) out[i] = row[i * s + off_w];
+              copy_every(out + lo, row + lo * s + off_w, hi - lo, s);
             std::fill(out + hi, out + src.dims[2], 0.f);
           }
       }
