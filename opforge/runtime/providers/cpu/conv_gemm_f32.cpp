@@ -150,6 +150,7 @@ Cut cut_for(const ConvShape& s, int threads) {
   const Window& w = s.w;
   c.grid = grid_for(w);
   c.tiles = (c.grid.count + kNR - 1) / kNR;
+  c.maps.reserve(size_t(c.tiles));  // growing would copy every map's segments
   for (int64_t t = 0; t < c.tiles; ++t)
     c.maps.push_back(c.grid.is_virtual ? tiles::map_grid_tile(c.grid, t * kNR) : tiles::map_output_tile(c.grid, t * kNR, window_pads(w)));
   const Source src = source_for(w);

@@ -77,31 +77,32 @@ struct RowBlock {
 };
 
 /// v[0, 16) transposed in place: lane j of v[i] becomes lane i of v[j] (four rounds of shuffles,
-/// 64 in all).
+/// 64 in all). The all-lanes masked forms spare GCC 12 an undefined source operand it warns of.
 __attribute__((always_inline)) inline void transpose16(__m512 v[16]) {
+  constexpr __mmask16 all = 0xFFFF;
   __m512 t[16];
 #pragma GCC unroll 8
   for (int i = 0; i < 16; i += 2) {  // lane L of t[i] / t[i + 1]: rows i, i + 1 at columns 4L, 4L + 1 / 4L + 2, 4L + 3
-    t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+    t[i] = _mm512_mask_unpacklo_ps(v[i], all, v[i], v[i + 1]);
+    t[i + 1] = _mm512_mask_unpackhi_ps(v[i], all, v[i], v[i + 1]);
   }
 #pragma GCC unroll 4
   for (int g = 0; g < 16; g += 4) {  // lane L of v[g + j]: rows g .. g + 3 at column 4L + j
-    v[g] = _mm512_shuffle_ps(t[g], t[g + 2], 0x44);
-    v[g + 1] = _mm512_shuffle_ps(t[g], t[g + 2], 0xEE);
-    v[g + 2] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0x44);
-    v[g + 3] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
+    v[g] = _mm512_mask_shuffle_ps(t[g], all, t[g], t[g + 2], 0x44);
+    v[g + 1] = _mm512_mask_shuffle_ps(t[g], all, t[g], t[g + 2], 0xEE);
+    v[g + 2] = _mm512_mask_shuffle_ps(t[g + 1], all, t[g + 1], t[g + 3], 0x44);
+    v[g + 3] = _mm512_mask_shuffle_ps(t[g + 1], all, t[g + 1], t[g + 3], 0xEE);
   }
 #pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j)  // t[h + j]: columns j + 4h', j + 8 + 4h' of rows 0-7 (h = 0) or 8-15 (h = 8)
+  for (int j = 0; j < 4; ++j)  // t[h + j] / t[h + 4 + j]: columns j, j + 8 / j + 4, j + 12 of rows h .. h + 7
     for (int h = 0; h < 16; h += 8) {
-      t[h + j] = _mm512_shuffle_f32x4(v[h + j], v[h + 4 + j], 0x88);
-      t[h + 4 + j] = _mm512_shuffle_f32x4(v[h + j], v[h + 4 + j], 0xDD);
+      t[h + j] = _mm512_mask_shuffle_f32x4(v[h + j], all, v[h + j], v[h + 4 + j], 0x88);
+      t[h + 4 + j] = _mm512_mask_shuffle_f32x4(v[h + j], all, v[h + j], v[h + 4 + j], 0xDD);
     }
 #pragma GCC unroll 8
-  for (int j = 0; j < 8; ++j) {  // whole columns j (j < 4: j; else j) and j + 8
-    v[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
-    v[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xDD);
+  for (int j = 0; j < 8; ++j) {  // whole columns j and j + 8
+    v[j] = _mm512_mask_shuffle_f32x4(t[j], all, t[j], t[j + 8], 0x88);
+    v[j + 8] = _mm512_mask_shuffle_f32x4(t[j], all, t[j], t[j + 8], 0xDD);
   }
 }
 
