@@ -179,3 +179,67 @@ def test_float16_cnn_runs_natively_as_onnxruntime_does(name):
     assert_close(got.astype(np.float32), truth, 1e-3, atol, f"{name} float16 vs float32")
     assert_would_catch(got, truth, 1e-3, atol, name, error=5e-3)   # float16 keeps 3 digits
     assert_close(got, theirs, 1e-3, scaled_atol(theirs, 1e-4), f"{name} vs onnxruntime float16")
+
+
+def branch(name, nodes, output, shape=None):
+    return helper.make_graph(nodes, name, [], [tensor(output, shape, F16)])
+
+
+def test_float16_nodes_inside_if_branches_compute_in_float32():
+    # a Conv (no float16 kernel) in one branch, reading the outer weights; a Softmax after it
+    # and a ReduceMean in the other: every node of both branches native, as onnxruntime
+    then_g = branch("then", [conv("x", "w", "c"), helper.make_node("Softmax", ["c"], ["t"], axis=1)],
+                    "t", [1, 8, 6, 6])
+    else_g = branch("else", [helper.make_node("LeakyRelu", ["x"], ["e0"]),
+                             helper.make_node("ReduceMean", ["e0"], ["e"], keepdims=1)], "e", [1, 1, 1, 1])
+    model = build([helper.make_node("If", ["flag"], ["y"], then_branch=then_g, else_branch=else_g)],
+                  [tensor("x", X.shape, F16), tensor("flag", [], TensorProto.BOOL)], [tensor("y", None, F16)],
+                  [("w", weight(8, 4, 3, 3))])
+    sess = session(model)   # the reference fallback is off
+    assert sess.pass_stats["upcast_float16"] == 2   # the Conv and the Softmax after it
+    for flag in (True, False):
+        feeds = {"x": X, "flag": np.array(flag)}
+        for _ in range(2):
+            got, = sess.run(None, feeds)
+            want, = onnxruntime_run(model, feeds)
+            assert got.dtype == np.float16
+            assert_close(got, want, 1e-3, scaled_atol(want, 1e-3), f"If branch {flag}")
+    assert_would_catch(got, want, 1e-3, scaled_atol(want, 1e-3), "If branch", error=5e-3)
+
+
+def test_float16_nodes_of_loop_and_scan_bodies_compute_in_float32():
+    # a Loop whose body convolves its carried state (the weights are the body's own constant
+    # after the session hoists them), and a Scan whose body Convs each slice, an If nested in it
+    loop_body = helper.make_graph(
+        [conv("s", "w", "c"), helper.make_node("Tanh", ["c"], ["s_out"]),
+         helper.make_node("Identity", ["cond"], ["cond_out"])], "loop_body",
+        [tensor("i", [], TensorProto.INT64), tensor("cond", [], TensorProto.BOOL), tensor("s", X.shape, F16)],
+        [tensor("cond_out", [], TensorProto.BOOL), tensor("s_out", X.shape, F16)])
+    inner_if = helper.make_node(
+        "If", ["pick"], ["picked"],
+        then_branch=branch("then", [conv("slice", "dw", "p0", group=4)], "p0", [1, 4, 6, 6]),
+        else_branch=branch("else", [helper.make_node("Neg", ["slice"], ["p1"])], "p1", [1, 4, 6, 6]))
+    scan_body = helper.make_graph(
+        [inner_if, helper.make_node("Add", ["acc", "picked"], ["acc_out"]),
+         helper.make_node("Identity", ["picked"], ["each"])], "scan_body",
+        [tensor("acc", [1, 4, 6, 6], F16), tensor("slice", [1, 4, 6, 6], F16)],
+        [tensor("acc_out", [1, 4, 6, 6], F16), tensor("each", [1, 4, 6, 6], F16)])
+    nodes = [helper.make_node("Loop", ["trips", "", "x"], ["looped"], body=loop_body),
+             helper.make_node("Unsqueeze", ["looped", "zero"], ["stack"]),
+             helper.make_node("Concat", ["stack", "stack"], ["seq"], axis=0),
+             helper.make_node("Scan", ["looped", "seq"], ["total", "all"], body=scan_body, num_scan_inputs=1)]
+    model = build(nodes, [tensor("x", X.shape, F16), tensor("trips", [], TensorProto.INT64),
+                          tensor("pick", [], TensorProto.BOOL)],
+                  [tensor("total", None, F16), tensor("all", None, F16)],
+                  [("w", weight(4, 4, 3, 3)), ("dw", weight(4, 1, 3, 3)), ("zero", np.array([0], np.int64))])
+    sess = session(model)
+    assert sess.pass_stats["upcast_float16"] >= 3   # the Loop body's Conv and Tanh, the If's Conv
+    for pick in (True, False):
+        feeds = {"x": X, "trips": np.array(3, np.int64), "pick": np.array(pick)}
+        for _ in range(2):
+            got = sess.run(None, feeds)
+            want = onnxruntime_run(model, feeds)
+            for g, w, name in zip(got, want, ("total", "all")):
+                assert g.dtype == np.float16
+                assert_close(g, w, 2e-3, scaled_atol(w, 1e-4), f"{name}, pick {pick}")
+    assert_would_catch(got[0], want[0], 2e-3, scaled_atol(want[0], 1e-4), "Scan total", error=5e-3)

@@ -11,7 +11,7 @@ from onnx import numpy_helper
 from opforge.runtime.errors import GraphError
 from opforge.runtime.graph.domains import is_standard_domain
 from opforge.runtime.graph.graph import Graph, Node
-from opforge.runtime.graph.types import MAX_RANK, TensorType, dtype_elem, tensor_type
+from opforge.runtime.graph.types import MAX_RANK, TensorType, dtype_elem, elem_dtype, is_elem_type, tensor_type
 
 TypeList = Sequence[Optional[TensorType]]
 CustomInfer = Callable[[Node, TypeList], Optional[TypeList]]
@@ -83,6 +83,37 @@ def _run_onnx_inference(graph: Graph, opsets: dict[str, int], extra: dict[str, T
             found[info.name] = value
     for name, array in graph.initializers.items():
         found[name] = TensorType(array.dtype, array.shape)
+    for name, dtype in _subgraph_dtypes(model.graph).items():
+        found.setdefault(name, TensorType(dtype, None))
+    return found
+
+
+def _subgraph_dtypes(graph: onnx.GraphProto) -> dict[str, np.dtype]:
+    """The element type of each tensor value defined inside ``graph``'s subgraphs (If branches,
+    Loop and Scan bodies), as onnx's inference wrote it there. Only the element type: a shape
+    inferred for a loop-carried value holds for the first iteration at best. A name that two
+    subgraphs give different types (sibling scopes may reuse names) is left out."""
+    found: dict[str, np.dtype] = {}
+    ambiguous: set[str] = set()
+
+    def visit(proto: onnx.GraphProto, nested: bool) -> None:
+        if nested:
+            typed = [(i.name, tensor_type(i.type) if i.HasField("type") else None)
+                     for i in [*proto.input, *proto.value_info, *proto.output]]
+            typed += [(t.name, TensorType(elem_dtype(t.data_type), None))
+                      for t in proto.initializer if is_elem_type(t.data_type)]
+            for name, value in typed:
+                if value is None or name in ambiguous:
+                    continue
+                if found.setdefault(name, value.dtype) != value.dtype:
+                    ambiguous.add(name)
+                    del found[name]
+        for node in proto.node:
+            for attr in node.attribute:
+                for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+                    visit(sub, True)
+
+    visit(graph, False)
     return found
 
 

@@ -19,7 +19,8 @@ float16 between its nodes would lose the precision onnxruntime keeps (in a float
   graph's outputs, a subgraph).
 
 It runs at every optimization level (a model must not fall to the reference provider because
-the level is low). Nodes of subgraphs (If/Loop/Scan bodies) are left as they are.
+the level is low). Nodes of subgraphs (If branches, Loop and Scan bodies) are rewritten the same
+way, each body in its own scope, from the element types onnx's inference gives their values.
 """
 from __future__ import annotations
 
@@ -43,10 +44,26 @@ TYPE_ATTRIBUTES = {"to", "dtype", "output_dtype"}
 
 
 def upcast_float16(graph: Graph, context) -> int:
-    """Rewrites the float16 nodes only float32 kernels take (see the module docstring); returns
-    how many nodes now compute in float32."""
+    """Rewrites the float16 nodes only float32 kernels take (see the module docstring), in
+    ``graph`` and in every subgraph of it; returns how many nodes now compute in float32."""
     if context.bind is None or context.types is None:
         return 0
+    return _upcast_scope(graph, context, _Names(graph))
+
+
+def _upcast_scope(graph: Graph, context, names: "_Names") -> int:
+    """upcast_float16 on one graph, then on the subgraphs of its nodes, each rewritten in its own
+    scope: a float32 twin of a constant goes where the constant is (the session has made the
+    outer constants a body reads the body's own), a Cast next to its reader."""
+    changed = _upcast_nodes(graph, context, names)
+    for node in graph.nodes:
+        for body in node.subgraphs():
+            changed += _upcast_scope(body, context, names)
+    return changed
+
+
+def _upcast_nodes(graph: Graph, context, names: "_Names") -> int:
+    """The rewrite of the nodes of ``graph`` itself; names come from ``names``."""
     uses = Uses(graph)
     chosen, made_wide = [], set()
     for node in topological_order(graph):
@@ -56,7 +73,6 @@ def upcast_float16(graph: Graph, context) -> int:
     if not chosen:
         return 0
     upcast = set(map(id, chosen))
-    names = _Names(graph)
     wide: dict[str, str] = {}   # float16 value -> the name of its float32 version
     before: dict[int, list] = {}   # id(node) -> the casts to float32 it reads, to go before it
     after: dict[int, list] = {}    # id(node) -> the casts back to float16 of its outputs
@@ -140,10 +156,16 @@ def _set_type(context, name: str, dtype: np.dtype, shape) -> None:
 
 
 class _Names:
-    """The names a graph holds, read once, and fresh ones made from a base as the pass adds them."""
+    """The names a graph and its subgraphs hold, read once, and fresh ones made from a base as
+    the pass adds them (a fresh name never shadows a name of any scope)."""
 
     def __init__(self, graph: Graph):
-        self.taken = graph.defined_names() | graph.outer_names
+        self.taken = set(graph.outer_names)
+        scopes = [graph]
+        while scopes:
+            scope = scopes.pop()
+            self.taken |= scope.defined_names()
+            scopes.extend(body for node in scope.nodes for body in node.subgraphs())
 
     def fresh(self, base: str) -> str:
         name, index = base, 0
