@@ -92,7 +92,8 @@ inline void dynamic_qparams(const float* x, int64_t n, float* scale, int32_t* zp
 }
 
 /// out[i] = requantize(acc[i] + add, scale, zp) for a row of n: 16 lanes at a time with AVX-512
-/// (cvtps2dq rounds half to even, as nearbyint does), the tail one by one.
+/// (cvtps2dq rounds half to even, as nearbyint does), the tail through masked loads and stores
+/// (a conv's rows are often a few lanes past a multiple of 16; one by one they cost more than the rest).
 template <class Q>
 inline void requantize_row(const int32_t* acc, int64_t n, int32_t add, float scale, int32_t zp, Q* out) {
   int64_t i = 0;
@@ -102,12 +103,21 @@ inline void requantize_row(const int32_t* acc, int64_t n, int32_t add, float sca
     const __m512 lo = _mm512_set1_ps(float(int32_t(std::numeric_limits<Q>::min()) - zp));
     const __m512 hi = _mm512_set1_ps(float(int32_t(std::numeric_limits<Q>::max()) - zp));
     const __m512i vadd = _mm512_set1_epi32(add), vzp = _mm512_set1_epi32(zp);
+    const auto lanes = [&](__m512i a) {
+      const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a, vadd)), vs);
+      return _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(f, lo), hi)), vzp);
+    };
     for (; i + 16 <= n; i += 16) {
-      const __m512i a = _mm512_add_epi32(_mm512_loadu_si512(acc + i), vadd);
-      const __m512 f = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(a), vs), lo), hi);
-      const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(f), vzp);
+      const __m512i q = lanes(_mm512_loadu_si512(acc + i));
       const __m128i bytes = std::is_signed_v<Q> ? _mm512_cvtsepi32_epi8(q) : _mm512_cvtusepi32_epi8(q);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), bytes);
+    }
+    if (i < n) {
+      const __mmask16 tail = __mmask16((1u << (n - i)) - 1);
+      const __m512i q = lanes(_mm512_maskz_loadu_epi32(tail, acc + i));
+      if constexpr (std::is_signed_v<Q>) _mm512_mask_cvtsepi32_storeu_epi8(out + i, tail, q);
+      else _mm512_mask_cvtusepi32_storeu_epi8(out + i, tail, q);
+      return;
     }
   }
 #endif
