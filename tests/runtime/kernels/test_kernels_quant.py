@@ -238,3 +238,7 @@ def test_qlinear_concat(kernels, dtype):
     check(kernels, "QLinearConcat", inputs, {"axis": 1}, domain=MS)
     check(kernels, "QLinearConcat", [y_scale, y_zp, a, np.float32(0.2), zp(dtype), a, y_scale, y_zp], {"axis": -1},
           domain=MS)
+    # Runs of 300 and 100 values: the table lookup's 64-byte blocks and their tail.
+    a, b = qrand(dtype, (2, 3, 10, 10)), qrand(dtype, (2, 1, 10, 10))
+    inputs = [y_scale, y_zp, a, np.float32(0.07), zp(dtype), b, np.float32(0.3), zp(dtype)]
+    check(kernels, "QLinearConcat", inputs, {"axis": 1}, domain=MS)

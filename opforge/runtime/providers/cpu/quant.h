@@ -132,6 +132,23 @@ inline void requantize_row(const int32_t* acc, int64_t n, int32_t add, float sca
   for (; i < n; ++i) out[i] = requantize<Q>(int32_t(uint32_t(acc[i]) + uint32_t(add)), scale, zp);
 }
 
+/// to[i] = table[from[i]] for n bytes (a 256-entry table of 8-bit values indexed by their bits):
+/// 64 at a time with AVX-512 VBMI (two 128-entry vpermi2b lookups, picked by each index's top
+/// bit), the tail one by one.
+inline void lookup_bytes(const uint8_t* table, const uint8_t* from, uint8_t* to, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512VBMI__) && defined(__AVX512BW__)
+  const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 64);
+  const __m512i t2 = _mm512_loadu_si512(table + 128), t3 = _mm512_loadu_si512(table + 192);
+  for (; i + 64 <= n; i += 64) {
+    const __m512i idx = _mm512_loadu_si512(from + i);
+    const __m512i low = _mm512_permutex2var_epi8(t0, idx, t1), high = _mm512_permutex2var_epi8(t2, idx, t3);
+    _mm512_storeu_si512(to + i, _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), low, high));
+  }
+#endif
+  for (; i < n; ++i) to[i] = table[from[i]];
+}
+
 /// out[i] = quantize(x[i], scale, zp) for a row of n floats: 16 lanes at a time with AVX-512 (a
 /// division, clamping and cvtps2dq, as MLAS's MlasQuantizeLinear), the tail one by one.
 template <class Q> inline void quantize_row(const float* x, int64_t n, float scale, int32_t zp, Q* out) {
