@@ -210,49 +210,51 @@ void streamed_panels(const KernelContext& ctx, int64_t k, int64_t n, bool b_sign
 struct PanelRuns {
   int count = 0;
   int64_t base[kPanel], first[kPanel], last[kPanel];
+  uint32_t lanes[kPanel];  ///< bits [first, last)
   PanelRuns(const Q8Output& out, int64_t c0, int64_t cols) {
     for (int64_t v = c0; v < c0 + cols;) {
       const int64_t row = v / out.width, col = v % out.width, end = std::min(c0 + cols, (row + 1) * out.width);
       if (col < out.kept) {
         base[count] = row * out.kept + col - (v - c0);
         first[count] = v - c0;
-        last[count++] = std::min(end, row * out.width + out.kept) - c0;
+        last[count] = std::min(end, row * out.width + out.kept) - c0;
+        lanes[count] = uint32_t(((uint64_t(1) << last[count]) - 1) & ~((uint64_t(1) << first[count]) - 1));
+        ++count;
       }
       v = end;
     }
   }
 };
 
-/// Rows [r0, r0 + rows) of a fixed tile (sums of (A' - ra)(B' - rb)) requantized as `rq` says and
-/// written through `runs` (masked stores of each row's 32 bytes with AVX-512).
+/// Rows [r0, r0 + rows) of a tile requantized as `rq` says, written through `runs` (masked stores
+/// of each row's 32 bytes with AVX-512): tile row r's sums less sub[j] per column, plus add[r],
+/// are the sums of (A' - ra)(B' - rb) plus the bias (see requantized_terms).
 template <class Q>
-void requantize_tile(const int32_t* tile, int64_t r0, int64_t rows, const QRequant& rq, const PanelRuns& runs,
-                     const Q8Output& out) {
+void requantize_tile(const int32_t* tile, int64_t r0, int64_t rows, const uint32_t* sub, const int32_t* add,
+                     const QRequant& rq, const PanelRuns& runs, const Q8Output& out) {
 #if OPFORGE_QGEMM_VNNI
   const Requantize16<Q> requantize16(rq.zp);
-  __mmask32 masks[kPanel];
-  for (int i = 0; i < runs.count; ++i)
-    masks[i] = __mmask32(((uint64_t(1) << runs.last[i]) - 1) & ~((uint64_t(1) << runs.first[i]) - 1));
+  const __m512i sub0 = _mm512_load_si512(sub), sub1 = _mm512_load_si512(sub + 16);
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t row = r0 + r;
-    const __m512 scale = _mm512_set1_ps(rq.scale[row]);
-    const __m512i add = _mm512_set1_epi32(rq.bias != nullptr ? rq.bias[row] : 0);
-    const __m256i bytes =
-        _mm256_inserti128_si256(_mm256_castsi128_si256(requantize16(_mm512_load_si512(tile + r * kPanel), add, scale)),
-                                requantize16(_mm512_load_si512(tile + r * kPanel + 16), add, scale), 1);
+    const __m512 scale = _mm512_set1_ps(rq.scale[r0 + r]);
+    const __m512i plus = _mm512_set1_epi32(add[r]);
+    const __m128i lo = requantize16(_mm512_sub_epi32(_mm512_load_si512(tile + r * kPanel), sub0), plus, scale);
+    const __m128i hi = requantize16(_mm512_sub_epi32(_mm512_load_si512(tile + r * kPanel + 16), sub1), plus, scale);
+    const __m256i bytes = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
     // Lane 0's address may lie before the row (a run that starts mid-panel): only lanes
     // [first, last) are stored, so the arithmetic is done on the integer address.
-    const uintptr_t dst = reinterpret_cast<uintptr_t>(out.data + row * out.ld);
+    const uintptr_t dst = reinterpret_cast<uintptr_t>(out.data + (r0 + r) * out.ld);
     for (int i = 0; i < runs.count; ++i)
-      _mm256_mask_storeu_epi8(reinterpret_cast<void*>(dst + uintptr_t(runs.base[i])), masks[i], bytes);
+      _mm256_mask_storeu_epi8(reinterpret_cast<void*>(dst + uintptr_t(runs.base[i])), runs.lanes[i], bytes);
   }
 #else
+  int32_t sums[kPanel];
   Q bytes[kPanel];
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t row = r0 + r;
-    requantize_row(tile + r * kPanel, kPanel, rq.bias != nullptr ? rq.bias[row] : 0, rq.scale[row], rq.zp, bytes);
+    for (int64_t j = 0; j < kPanel; ++j) sums[j] = int32_t(uint32_t(tile[r * kPanel + j]) - sub[j]);
+    requantize_row(sums, kPanel, add[r], rq.scale[r0 + r], rq.zp, bytes);
     for (int i = 0; i < runs.count; ++i)
-      std::memcpy(out.data + row * out.ld + runs.base[i] + runs.first[i], bytes + runs.first[i],
+      std::memcpy(out.data + (r0 + r) * out.ld + runs.base[i] + runs.first[i], bytes + runs.first[i],
                   size_t(runs.last[i] - runs.first[i]));
   }
 #endif
@@ -323,15 +325,27 @@ void qgemm_streamed_requantized(const KernelContext& ctx, int64_t m, Q8Matrix a,
   PackedA& pa = kept;
   pack_a(a, m, k, pa);
   const int32_t off_a = a.is_signed ? 128 : 0, offset = b_signed ? 0 : 128;
+  const bool uniform = za.size() == 1 && zb.size() == 1;
+  const uint32_t ra0 = uint32_t(off_a + za[0]);
   streamed_panels(ctx, k, n, b_signed, source, [&](int64_t c0, int64_t cols, const int8_t* panel, const int32_t* sums) {
     const PanelTerms terms(zb, offset, sums, c0, n);
     const PanelRuns runs(out, c0, cols);
+    // With one zero point for A and one for B the correction of a sum is a column term and a row
+    // term: - ra * sb[j] - rb * (sa - K ra); the row term and the bias go in as requantize's add.
+    alignas(64) uint32_t sub[kPanel] = {};
+    if (uniform)
+      for (int64_t j = 0; j < kPanel; ++j) sub[j] = ra0 * terms.sb[j];
     panel_tiles(pa, m, panel, 0, m, [&](int64_t r0, int64_t rows, int32_t* tile) {
-      fix_tile(pa, k, off_a, za, terms, r0, rows, tile);
+      int32_t add[kRows];
+      if (!uniform) fix_tile(pa, k, off_a, za, terms, r0, rows, tile);
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint32_t sa = uint32_t(pa.row_sums[size_t(r0 + r)]), bias = rq.bias != nullptr ? rq.bias[r0 + r] : 0;
+        add[r] = int32_t(uniform ? bias - terms.rb[0] * (sa - uint32_t(k) * ra0) : bias);
+      }
       if (rq.is_signed)
-        requantize_tile<int8_t>(tile, r0, rows, rq, runs, out);
+        requantize_tile<int8_t>(tile, r0, rows, sub, add, rq, runs, out);
       else
-        requantize_tile<uint8_t>(tile, r0, rows, rq, runs, out);
+        requantize_tile<uint8_t>(tile, r0, rows, sub, add, rq, runs, out);
     });
   });
 }
