@@ -68,8 +68,10 @@ inline __m512i dot4(__m512i acc, __m512i a, __m512i b) {
   return acc;
 }
 
-/// tile[r][c] = sum over k of A'[r][k] * B'[k][c] for one kRows x kPanel tile.
-void tile_dot(const uint8_t* a, int64_t k4, const int8_t* b, int32_t* tile) {
+/// The sums over k of A'[r][k] * B'[k][c] of one kRows x kPanel tile, each row's 32 handed to
+/// row(r, columns 0-15, columns 16-31) in registers.
+template <class Row>
+inline void tile_rows(const uint8_t* a, int64_t k4, const int8_t* b, Row&& row) {
   __m512i acc[kRows][2];
   for (auto& row : acc) row[0] = row[1] = _mm512_setzero_si512();
   for (int64_t q = 0; q < k4; ++q) {
@@ -82,10 +84,15 @@ void tile_dot(const uint8_t* a, int64_t k4, const int8_t* b, int32_t* tile) {
       acc[r][1] = dot4(acc[r][1], av, b1);
     }
   }
-  for (int64_t r = 0; r < kRows; ++r) {
-    _mm512_storeu_si512(tile + r * kPanel, acc[r][0]);
-    _mm512_storeu_si512(tile + r * kPanel + 16, acc[r][1]);
-  }
+  for (int64_t r = 0; r < kRows; ++r) row(r, acc[r][0], acc[r][1]);
+}
+
+/// tile[r][c] = sum over k of A'[r][k] * B'[k][c] for one kRows x kPanel tile.
+void tile_dot(const uint8_t* a, int64_t k4, const int8_t* b, int32_t* tile) {
+  tile_rows(a, k4, b, [&](int64_t r, __m512i low, __m512i high) {
+    _mm512_storeu_si512(tile + r * kPanel, low);
+    _mm512_storeu_si512(tile + r * kPanel + 16, high);
+  });
 }
 #else
 void tile_dot(const uint8_t* a, int64_t k4, const int8_t* b, int32_t* tile) {
@@ -235,38 +242,76 @@ struct PanelRuns {
   }
 };
 
-/// Rows [r0, r0 + rows) of a tile requantized as `rq` says, written through `runs` (masked stores
-/// of each row's 32 bytes with AVX-512): tile row r's sums less sub[j] per column, plus add[r],
-/// are the sums of (A' - ra)(B' - rb) plus the bias (see requantized_terms).
+/// What qgemm_streamed_requantized's panels share.
+struct RequantizedGemm {
+  const PackedA& pa;
+  int64_t m, k;
+  int32_t off_a;
+  const std::vector<int32_t>& za;
+  bool uniform;  ///< one zero point for A and one for B
+  const QRequant& rq;
+  const Q8Output& out;
+};
+
+/// One panel's tiles requantized and written through `runs`. With one zero point for A and one for
+/// B the correction of a sum is a column term, - ra * sb[j], subtracted from the tile's registers,
+/// and a row term, - rb * (sa - K ra), that goes in with the bias as requantize's add; otherwise
+/// each tile is fixed in memory (fix_tile) first. With AVX-512 each row's 32 bytes are masked
+/// stores, one per run.
 template <class Q>
-void requantize_tile(const int32_t* tile, int64_t r0, int64_t rows, const uint32_t* sub, const int32_t* add,
-                     const QRequant& rq, const PanelRuns& runs, const Q8Output& out) {
+void requantized_panel(const RequantizedGemm& g, const int8_t* panel, const PanelTerms& terms, const PanelRuns& runs) {
+  const uint32_t ra0 = uint32_t(g.off_a + g.za[0]);
+  alignas(64) uint32_t sub[kPanel] = {};
+  if (g.uniform)
+    for (int64_t j = 0; j < kPanel; ++j) sub[j] = ra0 * terms.sb[j];
+  alignas(64) int32_t tile[kRows * kPanel];
+  for (int64_t r0 = 0; r0 < g.m; r0 += kRows) {
+    const int64_t rows = std::min(kRows, g.m - r0);
+    int32_t add[kRows] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint32_t sa = uint32_t(g.pa.row_sums[size_t(r0 + r)]);
+      const uint32_t bias = g.rq.bias != nullptr ? uint32_t(g.rq.bias[r0 + r]) : 0u;
+      add[r] = int32_t(g.uniform ? bias - terms.rb[0] * (sa - uint32_t(g.k) * ra0) : bias);
+    }
 #if OPFORGE_QGEMM_VNNI
-  const Requantize16<Q> requantize16(rq.zp);
-  const __m512i sub0 = _mm512_load_si512(sub), sub1 = _mm512_load_si512(sub + 16);
-  for (int64_t r = 0; r < rows; ++r) {
-    const __m512 scale = _mm512_set1_ps(rq.scale[r0 + r]);
-    const __m512i plus = _mm512_set1_epi32(add[r]);
-    const __m128i lo = requantize16(_mm512_sub_epi32(_mm512_load_si512(tile + r * kPanel), sub0), plus, scale);
-    const __m128i hi = requantize16(_mm512_sub_epi32(_mm512_load_si512(tile + r * kPanel + 16), sub1), plus, scale);
-    const __m256i bytes = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
-    // Lane 0's address may lie before the row (a run that starts mid-panel): only lanes
-    // [first, last) are stored, so the arithmetic is done on the integer address.
-    const uintptr_t dst = reinterpret_cast<uintptr_t>(out.data + (r0 + r) * out.ld);
-    for (int i = 0; i < runs.count; ++i)
-      _mm256_mask_storeu_epi8(reinterpret_cast<void*>(dst + uintptr_t(runs.base[i])), runs.lanes[i], bytes);
-  }
+    const Requantize16<Q> requantize16(g.rq.zp);
+    const auto write = [&](int64_t r, __m512i low, __m512i high) {
+      if (r >= rows) return;
+      const __m512 scale = _mm512_set1_ps(g.rq.scale[r0 + r]);
+      const __m512i plus = _mm512_set1_epi32(add[r]);
+      const __m256i bytes = _mm256_inserti128_si256(_mm256_castsi128_si256(requantize16(low, plus, scale)),
+                                                    requantize16(high, plus, scale), 1);
+      // Lane 0's address may lie before the row (a run that starts mid-panel): only lanes
+      // [first, last) are stored, so the arithmetic is done on the integer address.
+      const uintptr_t dst = reinterpret_cast<uintptr_t>(g.out.data + (r0 + r) * g.out.ld);
+      for (int i = 0; i < runs.count; ++i)
+        _mm256_mask_storeu_epi8(reinterpret_cast<void*>(dst + uintptr_t(runs.base[i])), runs.lanes[i], bytes);
+    };
+    if (g.uniform) {
+      const __m512i sub0 = _mm512_load_si512(sub), sub1 = _mm512_load_si512(sub + 16);
+      tile_rows(g.pa.row(r0), g.pa.k4, panel, [&](int64_t r, __m512i low, __m512i high) {
+        write(r, _mm512_sub_epi32(low, sub0), _mm512_sub_epi32(high, sub1));
+      });
+    } else {
+      tile_dot(g.pa.row(r0), g.pa.k4, panel, tile);
+      fix_tile(g.pa, g.k, g.off_a, g.za, terms, r0, rows, tile);
+      for (int64_t r = 0; r < rows; ++r)
+        write(r, _mm512_load_si512(tile + r * kPanel), _mm512_load_si512(tile + r * kPanel + 16));
+    }
 #else
-  int32_t sums[kPanel];
-  Q bytes[kPanel];
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t j = 0; j < kPanel; ++j) sums[j] = int32_t(uint32_t(tile[r * kPanel + j]) - sub[j]);
-    requantize_row(sums, kPanel, add[r], rq.scale[r0 + r], rq.zp, bytes);
-    for (int i = 0; i < runs.count; ++i)
-      std::memcpy(out.data + (r0 + r) * out.ld + runs.base[i] + runs.first[i], bytes + runs.first[i],
-                  size_t(runs.last[i] - runs.first[i]));
-  }
+    tile_dot(g.pa.row(r0), g.pa.k4, panel, tile);
+    if (!g.uniform) fix_tile(g.pa, g.k, g.off_a, g.za, terms, r0, rows, tile);
+    int32_t sums[kPanel];
+    Q bytes[kPanel];
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t j = 0; j < kPanel; ++j) sums[j] = int32_t(uint32_t(tile[r * kPanel + j]) - sub[j]);
+      requantize_row(sums, kPanel, add[r], g.rq.scale[r0 + r], g.rq.zp, bytes);
+      for (int i = 0; i < runs.count; ++i)
+        std::memcpy(g.out.data + (r0 + r) * g.out.ld + runs.base[i] + runs.first[i], bytes + runs.first[i],
+                    size_t(runs.last[i] - runs.first[i]));
+    }
 #endif
+  }
 }
 
 }  // namespace
@@ -334,28 +379,14 @@ void qgemm_streamed_requantized(const KernelContext& ctx, int64_t m, Q8Matrix a,
   PackedA& pa = kept;
   pack_a(ctx, a, m, k, pa);
   const int32_t off_a = a.is_signed ? 128 : 0, offset = b_signed ? 0 : 128;
-  const bool uniform = za.size() == 1 && zb.size() == 1;
-  const uint32_t ra0 = uint32_t(off_a + za[0]);
+  const RequantizedGemm g{pa, m, k, off_a, za, za.size() == 1 && zb.size() == 1, rq, out};
   streamed_panels(ctx, k, n, b_signed, source, [&](int64_t c0, int64_t cols, const int8_t* panel, const int32_t* sums) {
     const PanelTerms terms(zb, offset, sums, c0, n);
     const PanelRuns runs(out, c0, cols);
-    // With one zero point for A and one for B the correction of a sum is a column term and a row
-    // term: - ra * sb[j] - rb * (sa - K ra); the row term and the bias go in as requantize's add.
-    alignas(64) uint32_t sub[kPanel] = {};
-    if (uniform)
-      for (int64_t j = 0; j < kPanel; ++j) sub[j] = ra0 * terms.sb[j];
-    panel_tiles(pa, m, panel, 0, m, [&](int64_t r0, int64_t rows, int32_t* tile) {
-      int32_t add[kRows];
-      if (!uniform) fix_tile(pa, k, off_a, za, terms, r0, rows, tile);
-      for (int64_t r = 0; r < rows; ++r) {
-        const uint32_t sa = uint32_t(pa.row_sums[size_t(r0 + r)]), bias = rq.bias != nullptr ? rq.bias[r0 + r] : 0;
-        add[r] = int32_t(uniform ? bias - terms.rb[0] * (sa - uint32_t(k) * ra0) : bias);
-      }
-      if (rq.is_signed)
-        requantize_tile<int8_t>(tile, r0, rows, sub, add, rq, runs, out);
-      else
-        requantize_tile<uint8_t>(tile, r0, rows, sub, add, rq, runs, out);
-    });
+    if (rq.is_signed)
+      requantized_panel<int8_t>(g, panel, terms, runs);
+    else
+      requantized_panel<uint8_t>(g, panel, terms, runs);
   });
 }
 
