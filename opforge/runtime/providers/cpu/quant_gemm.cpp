@@ -69,19 +69,21 @@ inline __m512i dot4(__m512i acc, __m512i a, __m512i b) {
 }
 
 /// The sums over k of A'[r][k] * B'[k][c] of one kRows x kPanel tile, each row's 32 handed to
-/// row(r, columns 0-15, columns 16-31) in registers.
-template <class Row>
+/// row(r, columns 0-15, columns 16-31) in registers. With Halves = 1 only columns 0-15 are
+/// summed (the high half passed is zero): a panel's last columns when they are 16 or fewer.
+template <int Halves = 2, class Row>
 inline void tile_rows(const uint8_t* a, int64_t k4, const int8_t* b, Row&& row) {
   __m512i acc[kRows][2];
-  for (auto& row : acc) row[0] = row[1] = _mm512_setzero_si512();
+  for (auto& r : acc) r[0] = r[1] = _mm512_setzero_si512();
   for (int64_t q = 0; q < k4; ++q) {
-    const __m512i b0 = _mm512_loadu_si512(b + q * kPanel * 4), b1 = _mm512_loadu_si512(b + q * kPanel * 4 + 64);
+    const __m512i b0 = _mm512_loadu_si512(b + q * kPanel * 4);
+    const __m512i b1 = Halves == 2 ? _mm512_loadu_si512(b + q * kPanel * 4 + 64) : b0;
     for (int64_t r = 0; r < kRows; ++r) {
       int32_t four;
       std::memcpy(&four, a + r * k4 * 4 + q * 4, 4);
       const __m512i av = _mm512_set1_epi32(four);
       acc[r][0] = dot4(acc[r][0], av, b0);
-      acc[r][1] = dot4(acc[r][1], av, b1);
+      if (Halves == 2) acc[r][1] = dot4(acc[r][1], av, b1);
     }
   }
   for (int64_t r = 0; r < kRows; ++r) row(r, acc[r][0], acc[r][1]);
@@ -289,9 +291,13 @@ void requantized_panel(const RequantizedGemm& g, const int8_t* panel, const Pane
     };
     if (g.uniform) {
       const __m512i sub0 = _mm512_load_si512(sub), sub1 = _mm512_load_si512(sub + 16);
-      tile_rows(g.pa.row(r0), g.pa.k4, panel, [&](int64_t r, __m512i low, __m512i high) {
+      const auto fixed = [&](int64_t r, __m512i low, __m512i high) {
         write(r, _mm512_sub_epi32(low, sub0), _mm512_sub_epi32(high, sub1));
-      });
+      };
+      if (runs.count > 0 && runs.last[runs.count - 1] <= 16)
+        tile_rows<1>(g.pa.row(r0), g.pa.k4, panel, fixed);
+      else
+        tile_rows(g.pa.row(r0), g.pa.k4, panel, fixed);
     } else {
       tile_dot(g.pa.row(r0), g.pa.k4, panel, tile);
       fix_tile(g.pa, g.k, g.off_a, g.za, terms, r0, rows, tile);
