@@ -161,7 +161,9 @@ CONV_CASES = [((1, 3, 9, 11), (8, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
               ((2, 3, 20), (5, 3, 4), {"auto_pad": "SAME_UPPER"}),
               # stride 1 over several 32-column panels: im2col as shifted rows of the padded plane
               ((1, 5, 13, 17), (7, 5, 3, 5), {"pads": [1, 2, 0, 1]}),
-              ((1, 3, 12, 40), (4, 3, 3, 3), {})]
+              ((1, 3, 12, 40), (4, 3, 3, 3), {}),
+              # stride 2 into rows of 41: im2col's 8-bit stride-2 gather, a block of 32 and a tail
+              ((1, 3, 9, 81), (4, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]})]
 
 
 @pytest.mark.parametrize("x_type, w_type", [(np.uint8, np.uint8), (np.uint8, np.int8)])
