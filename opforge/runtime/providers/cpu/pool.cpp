@@ -82,9 +82,12 @@ void maxpool_typed(KernelContext& ctx) {
   const int64_t in_size = plan.w.in_size(), out_size = plan.w.out_size();
   if constexpr (sizeof(T) == 1)
     if (idx == nullptr && opforge_nn::separable_max_fits(plan.w)) {
+      const opforge_nn::RegisterRows registers(plan.w);
+      const bool in_registers = opforge_nn::RegisterRows::fits(plan.w);
       opforge_nn::for_each_plane(ctx, plan, [&](int64_t c) {
         static thread_local std::vector<T> row;
-        opforge_nn::separable_max_plane(plan, x + c * in_size, y + c * out_size, row);
+        opforge_nn::separable_max_plane(plan, x + c * in_size, y + c * out_size, row,
+                                        in_registers ? &registers : nullptr);
       });
       return;
     }
