@@ -186,7 +186,8 @@ void qlinear_conv_compute(KernelContext& ctx) {
   const float xs = scales(ctx.input(1))[0], ys = scales(ctx.input(6))[0];
   const std::vector<float> ws = scales(ctx.input(4));
   std::vector<float> scale(size_t(s.m));
-  for (int64_t ch = 0; ch < s.m; ++ch) scale[size_t(ch)] = xs * ws[ws.size() == 1 ? 0 : size_t(ch)] / ys;  // onnxruntime's order
+  for (int64_t ch = 0; ch < s.m; ++ch)  // onnxruntime's order
+    scale[size_t(ch)] = xs * ws[ws.size() == 1 ? 0 : size_t(ch)] / ys;
   const int32_t* bias = ctx.has_input(8) ? ctx.input(8).data<int32_t>() : nullptr;
   const int32_t y_dtype = y.dtype();
   OPFORGE_CHECK(y_dtype == OPF_UINT8 || y_dtype == OPF_INT8, "unsupported output dtype ", opforge::dtype_name(y_dtype));
