@@ -144,7 +144,7 @@ void qconv(const KernelContext& ctx, ConvInputs in, const QConvShape& s, const Q
                          for (int64_t v = c0; v < c0 + cols;) {
                            const int64_t row = v / width, run_end = std::min(c0 + cols, (row + 1) * width);
                            const int64_t stop = std::min(run_end, row * width + kept);
-                           for (int64_t r = 0; r < rows && v < stop; ++r)
+                           for (int64_t r = 0; v < stop && r < rows; ++r)  // none when v is dropped
                              std::copy(block + r * ld + (v - c0), block + r * ld + (stop - c0),
                                        yg + (r0 + r) * p + row * kept + v % width);
                            v = run_end;
