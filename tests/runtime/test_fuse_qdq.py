@@ -184,3 +184,29 @@ def test_a_relu_or_clip_the_quantizer_makes_redundant_goes_and_its_matmul_fuses(
             inputs.append(name)
         y = g.quantized(g.op(op, inputs, "r"), 0.1, zero)
         assert assert_fuses_as_onnxruntime(g.model(y), tmp_path) == fused, (op, bounds, zero)
+
+
+def maxpool_model(scale, out_scale):
+    """x -> QDQ (uint8, zero point 7) -> MaxPool 3x3/2 -> QDQ (out_scale) -> y, x of 1x3x9x9."""
+    inits = [numpy_helper.from_array(np.float32(scale), "s1"), numpy_helper.from_array(np.uint8(7), "z1"),
+             numpy_helper.from_array(np.float32(out_scale), "s2"), numpy_helper.from_array(np.uint8(7), "z2")]
+    n = helper.make_node
+    nodes = [n("QuantizeLinear", ["x", "s1", "z1"], ["xq"]), n("DequantizeLinear", ["xq", "s1", "z1"], ["xd"]),
+             n("MaxPool", ["xd"], ["m"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             n("QuantizeLinear", ["m", "s2", "z2"], ["mq"]), n("DequantizeLinear", ["mq", "s2", "z2"], ["y"])]
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 9, 9])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def test_a_maxpool_between_equal_positive_quantizers_pools_the_8bit_values():
+    """onnxruntime's drop rule for MaxPool: its DequantizeLinear and QuantizeLinear go when they
+    share a constant positive scale and zero point; a negative scale (which would turn the largest
+    quantized value into the smallest float) or another output scale keeps the float MaxPool."""
+    for scale, out_scale, dropped in ((0.05, 0.05, True), (-0.05, -0.05, False), (0.05, 0.06, False)):
+        _, got, want = ops_run(maxpool_model(scale, out_scale))
+        np.testing.assert_array_equal(got, want)
+        sess = opforge.InferenceSession(maxpool_model(scale, out_scale).SerializeToString())
+        assert len(sess.node_providers()) == (3 if dropped else 5), (scale, out_scale)

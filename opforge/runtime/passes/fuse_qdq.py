@@ -26,11 +26,13 @@ QLINEAR = {"Conv": ("QLinearConv", ""), "MatMul": ("QLinearMatMul", ""), "Add": 
            "Mul": ("QLinearMul", MICROSOFT), "GlobalAveragePool": ("QLinearGlobalAveragePool", MICROSOFT),
            "Sigmoid": ("QLinearSigmoid", MICROSOFT), "Softmax": ("QLinearSoftmax", MICROSOFT),
            "Concat": ("QLinearConcat", MICROSOFT), "LeakyRelu": ("QLinearLeakyRelu", MICROSOFT)}
-# ops that only move values, run on the 8-bit values when the quantizers around them agree
-# (onnxruntime's drop rule, less MaxPool, Reduce and Resize: opforge's 8-bit MaxPool is slower
-# than its float one, and those need more conditions)
-DROPPABLE = {"Expand", "Flatten", "Gather", "GatherElements", "Reshape", "Slice", "Squeeze", "Tile", "Transpose",
-             "Unsqueeze"}
+# ops that only move or pick values, run on the 8-bit values when the quantizers around them agree
+# (onnxruntime's drop rule, less Reduce and Resize, which need more conditions)
+DROPPABLE = {"Expand", "Flatten", "Gather", "GatherElements", "MaxPool", "Reshape", "Slice", "Squeeze", "Tile",
+             "Transpose", "Unsqueeze"}
+# ops that pick the largest value: on the 8-bit values only with a positive scale (a negative one
+# would make the largest the smallest), as onnxruntime's allow_nonpositive_scale = false
+ORDERED = {"MaxPool"}
 # ops onnxruntime fuses only when their first input is not int8 (QDQIsInt8Allowed() on x86)
 NO_INT8_INPUT = ("Conv", "MatMul")
 EIGHT_BIT = (np.dtype(np.uint8), np.dtype(np.int8))
@@ -94,7 +96,7 @@ def _drop_pairs(graph: Graph, context, uses: Uses, producers: dict, unsigned: se
                 or any(producers.get(name) is not None and producers[name].op_type == "DequantizeLinear"
                        for name in node.inputs[1:])
                 or _seen_type(context, dq.inputs[0], unsigned) != _seen_type(context, q.outputs[0], unsigned)
-                or not _same_scalar_parameters(graph, dq, q)):
+                or not _same_scalar_parameters(graph, dq, q, positive=node.op_type in ORDERED)):
             continue
         moved = Node(node.name, node.op_type, node.domain, [dq.inputs[0], *node.inputs[1:]], [q.outputs[0]],
                      dict(node.attrs))
@@ -107,9 +109,9 @@ def _drop_pairs(graph: Graph, context, uses: Uses, producers: dict, unsigned: se
     return dropped
 
 
-def _same_scalar_parameters(graph: Graph, dq: Node, q: Node) -> bool:
+def _same_scalar_parameters(graph: Graph, dq: Node, q: Node, positive: bool = False) -> bool:
     """Whether ``dq`` and ``q`` have equal constant one-value scales and zero points
-    (onnxruntime's IsQDQPairSupported)."""
+    (onnxruntime's IsQDQPairSupported), the scale above zero if ``positive``."""
     def parameters(node: Node):
         scale = constant(graph, node.inputs[1])
         zero = constant(graph, node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
@@ -118,7 +120,7 @@ def _same_scalar_parameters(graph: Graph, dq: Node, q: Node) -> bool:
         return float(scale.reshape(-1)[0]), int(zero.reshape(-1)[0]) if zero is not None else 0
 
     first = parameters(dq)
-    return first is not None and first == parameters(q)
+    return first is not None and first == parameters(q) and (first[0] > 0 or not positive)
 
 
 def _unsigned_in_onnxruntime(graph: Graph, uses: Uses) -> set[str]:

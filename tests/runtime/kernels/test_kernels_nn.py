@@ -353,6 +353,18 @@ def test_maxpool_short_rows_take_narrow_vectors(kernels, width, stride, dtype):
     np.testing.assert_array_equal(values, y)
 
 
+# 2-D 8-bit MaxPool without Indices pools each window's rows, then along the row
+# (pool_separable.h): every 2-D case's pads, ceil_mode, auto_pad and dilations, against
+# onnxruntime (with Indices, which take the tap-by-tap path) and then without Indices.
+@pytest.mark.parametrize("xs, attrs", [c for c in POOL_CASES if len(c[0]) == 4])
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_maxpool_8bit_separable(kernels, xs, attrs, dtype):
+    x = (rand(*xs) * 60).astype(dtype)
+    y, _ = check(kernels, "MaxPool", [x], attrs, opset=12, num_outputs=2)
+    values, = run_handle(kernels.op("MaxPool", version=12), [x], [y], attrs)
+    np.testing.assert_array_equal(values, y)
+
+
 # Rows wide enough for the SIMD loop, at strides 1, 2 (shuffled loads) and 3, for every dtype.
 WIDE_POOL_CASES = [dict(kernel_shape=[2, 3], strides=[1, s], pads=[0, 1, 1, 0]) for s in (1, 2, 3)]
 

@@ -161,7 +161,9 @@ CONV_CASES = [((1, 3, 9, 11), (8, 3, 3, 3), {"pads": [1, 1, 1, 1]}),
               ((2, 3, 20), (5, 3, 4), {"auto_pad": "SAME_UPPER"}),
               # stride 1 over several 32-column panels: im2col as shifted rows of the padded plane
               ((1, 5, 13, 17), (7, 5, 3, 5), {"pads": [1, 2, 0, 1]}),
-              ((1, 3, 12, 40), (4, 3, 3, 3), {})]
+              ((1, 3, 12, 40), (4, 3, 3, 3), {}),
+              # stride 2 into rows of 41: im2col's 8-bit stride-2 gather, a block of 32 and a tail
+              ((1, 3, 9, 81), (4, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]})]
 
 
 @pytest.mark.parametrize("x_type, w_type", [(np.uint8, np.uint8), (np.uint8, np.int8)])
@@ -238,3 +240,7 @@ def test_qlinear_concat(kernels, dtype):
     check(kernels, "QLinearConcat", inputs, {"axis": 1}, domain=MS)
     check(kernels, "QLinearConcat", [y_scale, y_zp, a, np.float32(0.2), zp(dtype), a, y_scale, y_zp], {"axis": -1},
           domain=MS)
+    # Runs of 300 and 100 values: the table lookup's 64-byte blocks and their tail.
+    a, b = qrand(dtype, (2, 3, 10, 10)), qrand(dtype, (2, 1, 10, 10))
+    inputs = [y_scale, y_zp, a, np.float32(0.07), zp(dtype), b, np.float32(0.3), zp(dtype)]
+    check(kernels, "QLinearConcat", inputs, {"axis": 1}, domain=MS)

@@ -8,6 +8,10 @@
 
 #include "common.h"
 
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>
+#endif
+
 namespace opforge_nn {
 
 using opforge::Tensor;
@@ -131,7 +135,19 @@ inline void gather_row(const T* x_row, int64_t s, int64_t offset, int64_t lo, in
     for (int64_t i = 0; i < hi - lo; ++i) mid[i] = src[i];
   } else {
     const T* src = x_row + lo * s + offset;
-    for (int64_t i = 0; i < hi - lo; ++i) mid[i] = src[i * s];
+    int64_t i = 0;
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+    // 8-bit stride 2 (a quantized stem conv): the low bytes of 16-bit pairs, 32 outputs a block.
+    if constexpr (sizeof(T) == 1)
+      if (s == 2)
+        for (; i < hi - lo; i += 32) {
+          const int64_t count = std::min<int64_t>(32, hi - lo - i);
+          const __mmask64 taps = count == 32 ? ~__mmask64(0) >> 1 : (__mmask64(1) << (2 * count - 1)) - 1;
+          _mm256_mask_storeu_epi8(mid + i, __mmask32((uint64_t(1) << count) - 1),
+                                  _mm512_cvtepi16_epi8(_mm512_maskz_loadu_epi8(taps, src + 2 * i)));
+        }
+#endif
+    for (; i < hi - lo; ++i) mid[i] = src[i * s];
   }
   std::fill(mid + (hi - lo), col + (ow1 - ow0), fill);
 }

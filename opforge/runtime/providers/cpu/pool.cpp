@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "pool_f32.h"
+#include "pool_separable.h"
 #include "pool_simd.h"
 #include "pool_window.h"
 
@@ -79,6 +80,17 @@ void maxpool_typed(KernelContext& ctx) {
   if constexpr (std::is_same_v<T, float>)
     if (idx == nullptr && opforge_nn::pool_f32(ctx, plan, true, false)) return;
   const int64_t in_size = plan.w.in_size(), out_size = plan.w.out_size();
+  if constexpr (sizeof(T) == 1)
+    if (idx == nullptr && opforge_nn::separable_max_fits(plan.w)) {
+      const opforge_nn::RegisterRows registers(plan.w);
+      const bool in_registers = opforge_nn::RegisterRows::fits(plan.w);
+      opforge_nn::for_each_plane(ctx, plan, [&](int64_t c) {
+        static thread_local std::vector<T> row;
+        opforge_nn::separable_max_plane(plan, x + c * in_size, y + c * out_size, row,
+                                        in_registers ? &registers : nullptr);
+      });
+      return;
+    }
   opforge_nn::for_each_plane(ctx, plan, [&](int64_t c) {
     int64_t* plane_idx = idx != nullptr ? idx + c * out_size : nullptr;
     MaxRows<T> rows{plan, x + c * in_size, y + c * out_size, plane_idx};

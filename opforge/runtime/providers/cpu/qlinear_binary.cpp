@@ -129,7 +129,8 @@ template <class Q> void concat_run(const KernelContext& ctx, int64_t axis) {
         if (copy)
           std::memcpy(to + k0, from + k0, size_t(k1 - k0) * sizeof(Q));
         else
-          for (int64_t k = k0; k < k1; ++k) to[k] = table[uint8_t(from[k])];
+          lookup_bytes(reinterpret_cast<const uint8_t*>(table), reinterpret_cast<const uint8_t*>(from + k0),
+                       reinterpret_cast<uint8_t*>(to + k0), k1 - k0);
       }
     });
     at += inner;

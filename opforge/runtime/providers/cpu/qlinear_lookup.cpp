@@ -39,9 +39,8 @@ template <Fn F> void unary_compute(KernelContext& ctx) {
     using Q = typename decltype(tag)::type;
     Q table[256];
     build_table<F>(ctx, table);
-    const Q* xp = x.data<Q>();
-    Q* yp = y.data<Q>();
-    for (int64_t i = 0, n = x.numel(); i < n; ++i) yp[i] = table[uint8_t(xp[i])];
+    lookup_bytes(reinterpret_cast<const uint8_t*>(table), reinterpret_cast<const uint8_t*>(x.data<Q>()),
+                 reinterpret_cast<uint8_t*>(y.data<Q>()), x.numel());
   });
   OPFORGE_CHECK(ok, "unsupported dtype ", opforge::dtype_name(x.dtype()));
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "common.h"
@@ -91,27 +92,61 @@ inline void dynamic_qparams(const float* x, int64_t n, float* scale, int32_t* zp
   *zp = int32_t(std::nearbyint(std::max(0.0f, std::min(255.0f, 0.0f - lo / *scale))));
 }
 
-/// out[i] = requantize(acc[i] + add, scale, zp) for a row of n: 16 lanes at a time with AVX-512
-/// (cvtps2dq rounds half to even, as nearbyint does), the tail one by one.
+#if defined(__AVX512F__)
+/// requantize() on 16 lanes: (acc + add) * scale clamped to Q's range less zp, rounded half to even
+/// by cvtps2dq (as nearbyint), plus zp, as 16 saturated bytes of Q.
+template <class Q> struct Requantize16 {
+  __m512 lo, hi;
+  __m512i zp;
+  explicit Requantize16(int32_t z)
+      : lo(_mm512_set1_ps(float(int32_t(std::numeric_limits<Q>::min()) - z))),
+        hi(_mm512_set1_ps(float(int32_t(std::numeric_limits<Q>::max()) - z))), zp(_mm512_set1_epi32(z)) {}
+  __m128i operator()(__m512i acc, __m512i add, __m512 scale) const {
+    const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(acc, add)), scale);
+    const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(f, lo), hi)), zp);
+    return std::is_signed_v<Q> ? _mm512_cvtsepi32_epi8(q) : _mm512_cvtusepi32_epi8(q);
+  }
+};
+#endif
+
+/// out[i] = requantize(acc[i] + add, scale, zp) for a row of n: 16 lanes at a time with AVX-512,
+/// the tail through a masked load and store (a conv's rows are often a few lanes past a multiple
+/// of 16; one by one they cost more than the rest).
 template <class Q>
 inline void requantize_row(const int32_t* acc, int64_t n, int32_t add, float scale, int32_t zp, Q* out) {
   int64_t i = 0;
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
   if constexpr (sizeof(Q) == 1) {
+    const Requantize16<Q> requantize16(zp);
     const __m512 vs = _mm512_set1_ps(scale);
-    const __m512 lo = _mm512_set1_ps(float(int32_t(std::numeric_limits<Q>::min()) - zp));
-    const __m512 hi = _mm512_set1_ps(float(int32_t(std::numeric_limits<Q>::max()) - zp));
-    const __m512i vadd = _mm512_set1_epi32(add), vzp = _mm512_set1_epi32(zp);
-    for (; i + 16 <= n; i += 16) {
-      const __m512i a = _mm512_add_epi32(_mm512_loadu_si512(acc + i), vadd);
-      const __m512 f = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(a), vs), lo), hi);
-      const __m512i q = _mm512_add_epi32(_mm512_cvtps_epi32(f), vzp);
-      const __m128i bytes = std::is_signed_v<Q> ? _mm512_cvtsepi32_epi8(q) : _mm512_cvtusepi32_epi8(q);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), bytes);
+    const __m512i vadd = _mm512_set1_epi32(add);
+    for (; i + 16 <= n; i += 16)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), requantize16(_mm512_loadu_si512(acc + i), vadd, vs));
+    if (i < n) {
+      const __mmask16 tail = __mmask16((1u << (n - i)) - 1);
+      _mm_mask_storeu_epi8(out + i, tail, requantize16(_mm512_maskz_loadu_epi32(tail, acc + i), vadd, vs));
     }
+    return;
   }
 #endif
   for (; i < n; ++i) out[i] = requantize<Q>(int32_t(uint32_t(acc[i]) + uint32_t(add)), scale, zp);
+}
+
+/// to[i] = table[from[i]] for n bytes (a 256-entry table of 8-bit values indexed by their bits):
+/// 64 at a time with AVX-512 VBMI (two 128-entry vpermi2b lookups, picked by each index's top
+/// bit), the tail one by one.
+inline void lookup_bytes(const uint8_t* table, const uint8_t* from, uint8_t* to, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512VBMI__) && defined(__AVX512BW__)
+  const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 64);
+  const __m512i t2 = _mm512_loadu_si512(table + 128), t3 = _mm512_loadu_si512(table + 192);
+  for (; i + 64 <= n; i += 64) {
+    const __m512i idx = _mm512_loadu_si512(from + i);
+    const __m512i low = _mm512_permutex2var_epi8(t0, idx, t1), high = _mm512_permutex2var_epi8(t2, idx, t3);
+    _mm512_storeu_si512(to + i, _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), low, high));
+  }
+#endif
+  for (; i < n; ++i) to[i] = table[from[i]];
 }
 
 /// out[i] = quantize(x[i], scale, zp) for a row of n floats: 16 lanes at a time with AVX-512 (a

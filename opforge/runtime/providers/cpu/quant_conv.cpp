@@ -2,6 +2,7 @@
 // im2col (padding reads x's zero point, so it adds nothing) times the weights on the int8 GEMM.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "conv.h"
 #include "quant_gemm.h"
@@ -99,9 +100,11 @@ void im2col_shifted(const KernelContext& ctx, const opforge_nn::Window& w, const
   });
 }
 
-/// The sums over the window of (x - x_zp) * (w - w_zp), group by group, handed to `emit` in blocks
-/// whose rows count (N, M) output channels and whose columns count output positions.
-void qconv(const KernelContext& ctx, ConvInputs in, const QConvShape& s, const QBlockSink& emit) {
+/// The sums over the window of (x - x_zp) * (w - w_zp), group by group, into y (N, M, positions):
+/// as int32 (T int32_t), or requantized by `rq` (T uint8_t, the bytes of uint8 or int8; rq's scale
+/// and bias hold one value per output channel).
+template <class T>
+void qconv(const KernelContext& ctx, ConvInputs in, const QConvShape& s, const QRequant* rq, T* y) {
   const Tensor x = ctx.input(in.x), wt = ctx.input(in.w);
   const int32_t x_zp = zero_points(ctx, in.x_zp, 1)[0];
   const std::vector<int32_t> w_zp = zero_points(ctx, in.w_zp, ctx.has_input(in.w_zp) ? ctx.input(in.w_zp).numel() : 1);
@@ -110,8 +113,10 @@ void qconv(const KernelContext& ctx, ConvInputs in, const QConvShape& s, const Q
   const auto* xd = static_cast<const uint8_t*>(x.raw());
   const auto* wd = static_cast<const uint8_t*>(wt.raw());
   const bool direct = s.w.is_pointwise(), shifted = !direct && shifted_rows(s.w);
-  // Columns of B: output positions, or with shifted rows the virtual grid's (wp per output row).
+  // Columns of B: output positions, or with shifted rows the virtual grid's (wp per output row,
+  // the first out_w of them kept).
   const int64_t wp = shifted ? s.w.out[2] + s.w.k[2] - 1 : s.w.out[2], n = shifted ? s.w.out[1] * wp : p;
+  const int64_t kept = shifted ? s.w.out[2] : n, width = shifted ? wp : n;
   const int64_t taps = s.w.k_size();
   std::vector<uint8_t>& col = scratch<uint8_t, 0>(direct ? 0 : size_t(kc * n));
   for (int64_t b = 0; b < s.n; ++b)
@@ -126,22 +131,32 @@ void qconv(const KernelContext& ctx, ConvInputs in, const QConvShape& s, const Q
       const uint8_t* bmat = direct ? xg : col.data();
       std::vector<int32_t> za(1, w_zp[0]);
       if (w_zp.size() > 1) za.assign(w_zp.begin() + g * s.mg, w_zp.begin() + (g + 1) * s.mg);
-      const int64_t row0 = b * s.m + g * s.mg;
+      T* yg = y + (b * s.m + g * s.mg) * p;
       // B's panels are packed on the threads that multiply them.
-      qgemm_streamed(
-          ctx, s.mg, Q8Matrix{wd + g * s.mg * kc, kc, w_signed}, za, kc, n, x_signed,
-          [&](int64_t c0, int64_t, uint8_t*, int64_t* ld) -> const uint8_t* { return *ld = n, bmat + c0; },
-          {x_zp}, [&](int64_t r0, int64_t c0, int64_t rows, int64_t cols, const int32_t* block, int64_t ld) {
-            if (!shifted) return emit(row0 + r0, c0, rows, cols, block, ld);
-            // Virtual columns to output positions, one output row's run at a time.
-            for (int64_t v = c0; v < c0 + cols;) {
-              const int64_t oh = v / wp, ow = v % wp, run_end = std::min(c0 + cols, (oh + 1) * wp);
-              if (ow < s.w.out[2])
-                emit(row0 + r0, oh * s.w.out[2] + ow, rows, std::min(run_end, oh * wp + s.w.out[2]) - v,
-                     block + (v - c0), ld);
-              v = run_end;
-            }
-          });
+      const QPanelSource source = [&](int64_t c0, int64_t, uint8_t*, int64_t* ld) -> const uint8_t* {
+        return *ld = n, bmat + c0;
+      };
+      const Q8Matrix a{wd + g * s.mg * kc, kc, w_signed};
+      if constexpr (std::is_same_v<T, int32_t>) {
+        // Blocks over the virtual columns go out one output row's run at a time.
+        qgemm_streamed(ctx, s.mg, a, za, kc, n, x_signed, source, {x_zp},
+                       [&](int64_t r0, int64_t c0, int64_t rows, int64_t cols, const int32_t* block, int64_t ld) {
+                         for (int64_t v = c0; v < c0 + cols;) {
+                           const int64_t row = v / width, run_end = std::min(c0 + cols, (row + 1) * width);
+                           const int64_t stop = std::min(run_end, row * width + kept);
+                           for (int64_t r = 0; v < stop && r < rows; ++r)  // none when v is dropped
+                             std::copy(block + r * ld + (v - c0), block + r * ld + (stop - c0),
+                                       yg + (r0 + r) * p + row * kept + v % width);
+                           v = run_end;
+                         }
+                       });
+      } else {
+        QRequant group = *rq;
+        group.scale += g * s.mg;
+        if (group.bias != nullptr) group.bias += g * s.mg;
+        qgemm_streamed_requantized(ctx, s.mg, a, za, kc, n, x_signed, source, {x_zp}, group,
+                                   Q8Output{yg, p, width, kept});
+      }
     }
 }
 
@@ -151,12 +166,7 @@ void conv_integer_infer(InferContext& ctx) {
 
 void conv_integer_compute(KernelContext& ctx) {
   const QConvShape s = qconv_shape(ctx, kConvInteger);
-  int32_t* y = ctx.output(0).data<int32_t>();
-  const int64_t p = s.w.out_size();
-  qconv(ctx, kConvInteger, s, [&](int64_t r0, int64_t c0, int64_t rows, int64_t cols, const int32_t* block, int64_t ld) {
-    for (int64_t r = 0; r < rows; ++r)
-      std::copy(block + r * ld, block + r * ld + cols, y + (r0 + r) * p + c0);
-  });
+  qconv(ctx, kConvInteger, s, nullptr, ctx.output(0).data<int32_t>());
 }
 
 void qlinear_conv_infer(InferContext& ctx) {
@@ -176,22 +186,13 @@ void qlinear_conv_compute(KernelContext& ctx) {
   const float xs = scales(ctx.input(1))[0], ys = scales(ctx.input(6))[0];
   const std::vector<float> ws = scales(ctx.input(4));
   std::vector<float> scale(size_t(s.m));
-  for (int64_t ch = 0; ch < s.m; ++ch) scale[size_t(ch)] = xs * ws[ws.size() == 1 ? 0 : size_t(ch)] / ys;  // onnxruntime's order
-  const int32_t zy = zero_points(ctx, 7, 1)[0];
+  for (int64_t ch = 0; ch < s.m; ++ch)  // onnxruntime's order
+    scale[size_t(ch)] = xs * ws[ws.size() == 1 ? 0 : size_t(ch)] / ys;
   const int32_t* bias = ctx.has_input(8) ? ctx.input(8).data<int32_t>() : nullptr;
-  const int64_t p = s.w.out_size();
-  const bool ok = opforge::dispatch<uint8_t, int8_t>(y.dtype(), [&](auto tag) {
-    using Q = typename decltype(tag)::type;
-    Q* out = y.data<Q>();
-    // Each block is requantized as the GEMM finishes it, while it is in cache.
-    qconv(ctx, kQLinearConv, s, [&](int64_t r0, int64_t c0, int64_t rows, int64_t cols, const int32_t* block, int64_t ld) {
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t ch = (r0 + r) % s.m;
-        requantize_row(block + r * ld, cols, bias ? bias[ch] : 0, scale[size_t(ch)], zy, out + (r0 + r) * p + c0);
-      }
-    });
-  });
-  OPFORGE_CHECK(ok, "unsupported output dtype ", opforge::dtype_name(y.dtype()));
+  const int32_t y_dtype = y.dtype();
+  OPFORGE_CHECK(y_dtype == OPF_UINT8 || y_dtype == OPF_INT8, "unsupported output dtype ", opforge::dtype_name(y_dtype));
+  const QRequant rq{scale.data(), bias, zero_points(ctx, 7, 1)[0], y_dtype == OPF_INT8};
+  qconv(ctx, kQLinearConv, s, &rq, static_cast<uint8_t*>(y.raw()));
 }
 
 }  // namespace

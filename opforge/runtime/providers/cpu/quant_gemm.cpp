@@ -1,177 +1,10 @@
-// quant_gemm.cpp: the 8-bit GEMM of quant_gemm.h. A is made uint8 and B int8 (flipping the sign
-// bit, which shifts by 128), so that AVX-512 VNNI's vpdpbusd multiplies four u8 x s8 pairs per
-// lane; the zero points and shifts are taken out afterwards with A's row sums and B's column sums:
-//   sum (A' - ra)(B' - rb) = sum A'B' - rb sum A' - ra sum B' + K ra rb.
-// Without VNNI (another CPU, another compiler) a portable loop reads the same packed layout.
-#include "quant_gemm.h"
-
-#include <cstring>
-
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
-#include <immintrin.h>
-#define OPFORGE_QGEMM_VNNI 1
-#else
-#define OPFORGE_QGEMM_VNNI 0
-#endif
+// quant_gemm.cpp: the 8-bit GEMMs of quant_gemm.h with int32 results, on the tiles of
+// quant_gemm_tiles.h.
+#include "quant_gemm_tiles.h"
 
 namespace opforge_quant {
-namespace {
 
-constexpr int64_t kRows = 6;                   // rows of A per tile: 12 accumulators of 16 lanes
-constexpr int64_t kPanel = PackedB::kPanel;    // columns per tile
-
-/// A as uint8 rows of K padded to groups of 4 (int8 A shifted by +128), in whole tiles of
-/// kRows rows (zero rows pad the last), with each row's sum.
-struct PackedA {
-  int64_t k4 = 0;
-  std::vector<uint8_t> data;
-  std::vector<int32_t> row_sums;
-  const uint8_t* row(int64_t r) const { return data.data() + r * k4 * 4; }
-};
-
-void pack_a(Q8Matrix a, int64_t m, int64_t k, PackedA& p) {
-  p.k4 = (k + 3) / 4;
-  const int64_t rows = (m + kRows - 1) / kRows * kRows;
-  p.data.resize(size_t(rows * p.k4 * 4));
-  p.row_sums.assign(size_t(rows), 0);
-  const uint8_t flip = a.is_signed ? 0x80 : 0;
-  const int64_t width = p.k4 * 4;
-  for (int64_t r = 0; r < m; ++r) {
-    const uint8_t* src = static_cast<const uint8_t*>(a.data) + r * a.ld;
-    uint8_t* dst = p.data.data() + r * width;
-    uint32_t sum = 0;
-    for (int64_t i = 0; i < k; ++i) {
-      dst[i] = uint8_t(src[i] ^ flip);
-      sum += dst[i];
-    }
-    std::fill(dst + k, dst + width, uint8_t(0));
-    p.row_sums[size_t(r)] = int32_t(sum);
-  }
-  std::fill(p.data.begin() + m * width, p.data.end(), uint8_t(0));  // the last tile's padding rows
-}
-
-#if OPFORGE_QGEMM_VNNI
-/// tile[r][c] = sum over k of A'[r][k] * B'[k][c] for one kRows x kPanel tile.
-void tile_dot(const uint8_t* a, int64_t k4, const int8_t* b, int32_t* tile) {
-  __m512i acc[kRows][2];
-  for (auto& row : acc) row[0] = row[1] = _mm512_setzero_si512();
-  for (int64_t q = 0; q < k4; ++q) {
-    const __m512i b0 = _mm512_loadu_si512(b + q * kPanel * 4), b1 = _mm512_loadu_si512(b + q * kPanel * 4 + 64);
-    for (int64_t r = 0; r < kRows; ++r) {
-      int32_t four;
-      std::memcpy(&four, a + r * k4 * 4 + q * 4, 4);
-      const __m512i av = _mm512_set1_epi32(four);
-      acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], av, b0);
-      acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], av, b1);
-    }
-  }
-  for (int64_t r = 0; r < kRows; ++r) {
-    _mm512_storeu_si512(tile + r * kPanel, acc[r][0]);
-    _mm512_storeu_si512(tile + r * kPanel + 16, acc[r][1]);
-  }
-}
-#else
-void tile_dot(const uint8_t* a, int64_t k4, const int8_t* b, int32_t* tile) {
-  std::fill(tile, tile + kRows * kPanel, 0);
-  for (int64_t q = 0; q < k4; ++q)
-    for (int64_t r = 0; r < kRows; ++r) {
-      const uint8_t* ar = a + r * k4 * 4 + q * 4;
-      const int8_t* bq = b + q * kPanel * 4;
-      for (int64_t c = 0; c < kPanel; ++c)
-        tile[r * kPanel + c] += int32_t(ar[0]) * bq[c * 4] + int32_t(ar[1]) * bq[c * 4 + 1] +
-                                int32_t(ar[2]) * bq[c * 4 + 2] + int32_t(ar[3]) * bq[c * 4 + 3];
-    }
-}
-#endif
-
-inline int32_t pick(const std::vector<int32_t>& v, int64_t i) { return v.size() == 1 ? v[0] : v[size_t(i)]; }
-
-/// One row of a tile from sum A'B' to sum (A' - ra)(B' - rb), in place and wrapping:
-/// t - rb * (sa - K ra) - ra * sb, with sa the row's sum of A' and sb the columns' sums of B'.
-inline void fix_row(int32_t* t, const uint32_t* rb, const uint32_t* sb, uint32_t sa_less_kra, uint32_t ra) {
-#if OPFORGE_QGEMM_VNNI
-  const __m512i vs = _mm512_set1_epi32(int32_t(sa_less_kra)), va = _mm512_set1_epi32(int32_t(ra));
-  for (int64_t j = 0; j < kPanel; j += 16) {
-    const __m512i sub = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_load_si512(rb + j), vs),
-                                         _mm512_mullo_epi32(_mm512_load_si512(sb + j), va));
-    _mm512_store_si512(t + j, _mm512_sub_epi32(_mm512_load_si512(t + j), sub));
-  }
-#else
-  for (int64_t j = 0; j < kPanel; ++j) t[j] = int32_t(uint32_t(t[j]) - rb[j] * sa_less_kra - ra * sb[j]);
-#endif
-}
-
-/// Packs columns [0, w) of the K rows at `src` (leading dimension ld) as one panel of PackedB:
-/// four rows at a time become one 4-byte group per column, flipped to int8 when B is uint8;
-/// rows past K and columns past w are zero. `sums` gets each column's sum of packed values.
-void pack_panel(const uint8_t* src, int64_t ld, int64_t k, int64_t w, bool is_signed, uint32_t* dst, int32_t* sums) {
-  static const uint8_t zeros[kPanel] = {};
-  const uint32_t flip = is_signed ? 0u : 0x80808080u;
-  std::fill(sums, sums + kPanel, 0);
-  for (int64_t q = 0; q < (k + 3) / 4; ++q, dst += kPanel) {
-    const uint8_t* r[4];
-    uint32_t lanes = 0;
-    for (int t = 0; t < 4; ++t) {
-      const bool real = 4 * q + t < k;
-      r[t] = real ? src + (4 * q + t) * ld : zeros;
-      lanes |= real ? (0xffu << (8 * t)) : 0u;
-    }
-    const uint32_t f = flip & lanes;  // padding rows stay zero
-    int64_t c = 0;
-#if OPFORGE_QGEMM_VNNI
-    // 16 columns at a time: each row's bytes widened to 32 bits and shifted into place; a
-    // vpdpbusd with ones sums each column's four int8 values.
-    const __m512i vf = _mm512_set1_epi32(int32_t(f)), ones = _mm512_set1_epi8(1);
-    for (; c + 16 <= w; c += 16) {
-      __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[0] + c)));
-      for (int t = 1; t < 4; ++t)
-        v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_cvtepu8_epi32(
-                                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(r[t] + c))), 8 * t));
-      v = _mm512_xor_si512(v, vf);
-      _mm512_storeu_si512(dst + c, v);
-      _mm512_storeu_si512(sums + c, _mm512_dpbusd_epi32(_mm512_loadu_si512(sums + c), ones, v));
-    }
-#endif
-    for (; c < w; ++c) {
-      const uint32_t v = (uint32_t(r[0][c]) | uint32_t(r[1][c]) << 8 | uint32_t(r[2][c]) << 16 |
-                          uint32_t(r[3][c]) << 24) ^ f;
-      dst[c] = v;
-      sums[c] += int8_t(v) + int8_t(v >> 8) + int8_t(v >> 16) + int8_t(v >> 24);
-    }
-    for (int64_t c = w; c < kPanel; ++c) dst[c] = 0;
-  }
-}
-
-/// What the tiles of one panel share: B's zero point less its packing offset and B's column sums,
-/// per lane, as unsigned (the sums wrap as onnxruntime's int32 sums do, without overflow's UB).
-struct PanelTerms {
-  alignas(64) uint32_t rb[kPanel];
-  alignas(64) uint32_t sb[kPanel];
-  PanelTerms(const std::vector<int32_t>& zb, int32_t offset, const int32_t* col_sums, int64_t c0, int64_t n) {
-    for (int64_t j = 0; j < kPanel; ++j) {
-      rb[j] = uint32_t(pick(zb, std::min(c0 + j, n - 1)) - offset);
-      sb[j] = uint32_t(col_sums[j]);
-    }
-  }
-};
-
-/// The tiles of one packed panel, every row block of A, each handed to `sink` when done.
-void panel_tiles(const PackedA& pa, int64_t m, int64_t k, int32_t off_a, const std::vector<int32_t>& za,
-                 const int8_t* panel, const PanelTerms& terms, int64_t c0, int64_t cols, int64_t r_begin,
-                 int64_t r_end, const QBlockSink& sink) {
-  alignas(64) int32_t tile[kRows * kPanel];
-  for (int64_t r0 = r_begin; r0 < r_end; r0 += kRows) {
-    tile_dot(pa.row(r0), pa.k4, panel, tile);
-    const int64_t rows = std::min(kRows, m - r0);
-    for (int64_t r = 0; r < rows; ++r) {
-      const uint32_t ra = uint32_t(off_a + pick(za, r0 + r)), sa = uint32_t(pa.row_sums[size_t(r0 + r)]);
-      fix_row(tile + r * kPanel, terms.rb, terms.sb, sa - uint32_t(k) * ra, ra);
-    }
-    sink(r0, c0, rows, cols, tile, kPanel);
-  }
-}
-
-}  // namespace
+using namespace tiles;
 
 bool qgemm_uses_vnni() { return OPFORGE_QGEMM_VNNI; }
 
@@ -194,15 +27,19 @@ void qgemm_blocks(const KernelContext& ctx, int64_t m, Q8Matrix a, const std::ve
   if (m == 0 || b.n == 0) return;
   static thread_local PackedA kept;  // so its buffer is not mapped afresh per call
   PackedA& pa = kept;                 // the workers below must read this thread's, by reference
-  pack_a(a, m, b.k, pa);
+  pack_a(ctx, a, m, b.k, pa);
   const int64_t row_blocks = (m + kRows - 1) / kRows, tasks = row_blocks * b.panels();
   const int32_t off_a = a.is_signed ? 128 : 0;
   const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, kRows * kPanel * pa.k4));
   ctx.parallel_for(tasks, grain, [&](int64_t tb, int64_t te) {
     for (int64_t t = tb; t < te; ++t) {
       const int64_t pi = t / row_blocks, r0 = (t % row_blocks) * kRows, c0 = pi * kPanel;
+      const int64_t cols = std::min(kPanel, b.n - c0);
       const PanelTerms terms(zb, b.offset, b.col_sums.data() + c0, c0, b.n);
-      panel_tiles(pa, m, b.k, off_a, za, b.panel(pi), terms, c0, std::min(kPanel, b.n - c0), r0, r0 + kRows, sink);
+      panel_tiles(pa, m, b.panel(pi), r0, r0 + kRows, [&](int64_t r, int64_t rows, int32_t* tile) {
+        fix_tile(pa, b.k, off_a, za, terms, r, rows, tile);
+        sink(r, c0, rows, cols, tile, kPanel);
+      });
     }
   });
 }
@@ -213,23 +50,14 @@ void qgemm_streamed(const KernelContext& ctx, int64_t m, Q8Matrix a, const std::
   if (m == 0 || n == 0) return;
   static thread_local PackedA kept;
   PackedA& pa = kept;
-  pack_a(a, m, k, pa);
-  const int64_t k4 = (k + 3) / 4, panels = (n + kPanel - 1) / kPanel;
+  pack_a(ctx, a, m, k, pa);
   const int32_t off_a = a.is_signed ? 128 : 0, offset = b_signed ? 0 : 128;
-  ctx.parallel_for(panels, 1, [&](int64_t pb, int64_t pe) {
-    static thread_local std::vector<uint8_t> raw;
-    static thread_local std::vector<int8_t> packed;
-    raw.resize(size_t(k * kPanel));
-    packed.resize(size_t(k4 * kPanel * 4));
-    alignas(64) int32_t sums[kPanel];
-    for (int64_t pi = pb; pi < pe; ++pi) {
-      const int64_t c0 = pi * kPanel, cols = std::min(kPanel, n - c0);
-      int64_t ld = kPanel;
-      const uint8_t* src = source(c0, cols, raw.data(), &ld);
-      pack_panel(src, ld, k, cols, b_signed, reinterpret_cast<uint32_t*>(packed.data()), sums);
-      const PanelTerms terms(zb, offset, sums, c0, n);
-      panel_tiles(pa, m, k, off_a, za, packed.data(), terms, c0, cols, 0, m, sink);
-    }
+  streamed_panels(ctx, k, n, b_signed, source, [&](int64_t c0, int64_t cols, const int8_t* panel, const int32_t* sums) {
+    const PanelTerms terms(zb, offset, sums, c0, n);
+    panel_tiles(pa, m, panel, 0, m, [&](int64_t r0, int64_t rows, int32_t* tile) {
+      fix_tile(pa, k, off_a, za, terms, r0, rows, tile);
+      sink(r0, c0, rows, cols, tile, kPanel);
+    });
   });
 }
 

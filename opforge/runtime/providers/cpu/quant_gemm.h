@@ -59,6 +59,29 @@ void qgemm_streamed(const KernelContext& ctx, int64_t m, Q8Matrix a, const std::
                     int64_t n, bool b_signed, const QPanelSource& source, const std::vector<int32_t>& zb,
                     const QBlockSink& sink);
 
+/// How qgemm_streamed_requantized makes 8-bit outputs of C's int32 sums: row r's
+/// out = requantize(C[r][c] + bias[r], scale[r], zp), saturated to uint8 or int8.
+struct QRequant {
+  const float* scale;    ///< one per row of C
+  const int32_t* bias;   ///< one per row of C, or null
+  int32_t zp;
+  bool is_signed;        ///< int8 output, else uint8
+};
+
+/// Where qgemm_streamed_requantized writes its 8-bit output: C's columns taken as rows of `width`
+/// of which the first `kept` are outputs and the rest dropped (a conv's virtual grid), so that
+/// C[r][c] lands at data[r * ld + (c / width) * kept + c % width]. width = kept = N is plain C.
+struct Q8Output {
+  uint8_t* data;
+  int64_t ld, width, kept;
+};
+
+/// qgemm_streamed with each tile requantized as `rq` says while its sums are in cache and
+/// written straight to `out` (no int32 block, no call per block).
+void qgemm_streamed_requantized(const KernelContext& ctx, int64_t m, Q8Matrix a, const std::vector<int32_t>& za,
+                                int64_t k, int64_t n, bool b_signed, const QPanelSource& source,
+                                const std::vector<int32_t>& zb, const QRequant& rq, const Q8Output& out);
+
 /// A std::vector of this thread's, kept between calls so that big scratch buffers are not mapped
 /// (and page-faulted) afresh for every node; `slot` tells a caller's buffers apart.
 template <class T, int slot> std::vector<T>& scratch(size_t size) {
