@@ -12,6 +12,10 @@ ParallelCompile("OPFORGE_BUILD_JOBS", default=0).install()  # compile the source
 
 HERE = Path(__file__).parent
 SOURCES = sorted(str(p.relative_to(HERE)) for p in (HERE / "opforge" / "csrc").glob("*.cpp"))
+# The headers _core's sources include: setuptools recompiles only when a source or one of these is
+# newer than the built module (a changed header alone would leave the stale module in place).
+DEPENDS = sorted(str(p.relative_to(HERE)) for p in [*(HERE / "opforge" / "csrc").glob("*.h"),
+                                                    *(HERE / "opforge" / "templates").rglob("*.h")])
 
 
 def _kernel_builder():
@@ -99,6 +103,7 @@ setup(
             cxx_std=17,
             extra_compile_args=["-O2", "-fvisibility=hidden"],
             libraries=["dl"],
+            depends=DEPENDS,
         )
     ],
 )
