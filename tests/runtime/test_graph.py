@@ -133,7 +133,7 @@ def test_an_initializer_whose_data_does_not_match_its_dims_is_refused(dims, data
 
 
 def test_large_initializers_start_on_a_cache_line():
-    """Weights of 4 KB or more are 64-byte aligned (kernels load them 64 bytes at a time), in
+    """Weights of 4 KB to 16 MB are 64-byte aligned (kernels load them 64 bytes at a time), in
     subgraphs too; their values, dtype and read-only flag are kept; small ones are left as given."""
     rng = np.random.default_rng(0)
     weights = {"w": rng.standard_normal((37, 64)).astype(np.float32), "i": np.arange(1000, dtype=np.int64),
