@@ -111,7 +111,7 @@ Plan::Run::~Run() {
     std::free(slot.heap);
     slot.heap = nullptr;
     slot.owner = py::object();
-    std::memset(&slot.t, 0, sizeof(opf_tensor));
+    clear_view(slot.t);
   }
   for (void* p : scratch) std::free(p);
   scratch.clear();
@@ -229,7 +229,7 @@ void Plan::place_output(Run& r, int slot, opf_tensor& meta) {
     out.heap = aligned_bytes(bytes);
     meta.data = out.heap;
   }
-  out.t = meta;
+  copy_view(out.t, meta);
 }
 
 void Plan::run_native(Run& r, const PlanStep& s) {
@@ -242,7 +242,7 @@ void Plan::run_native(Run& r, const PlanStep& s) {
       std::memset(&ins[i], 0, sizeof(opf_tensor));
       continue;
     }
-    ins[i] = r.slots[size_t(slot)].t;
+    copy_view(ins[i], r.slots[size_t(slot)].t);
     if (ins[i].dtype == OPF_UNDEFINED)
       throw StepError{s.label + ": input #" + std::to_string(i) + " is not a tensor this kernel can read"};
   }
@@ -342,7 +342,10 @@ void Plan::run_python(Run& r, const PlanStep& s) {
       if (aliases(a, borrowed) || !(a.flags() & py::array::c_style))
         a = py::module_::import("numpy").attr("array")(a, py::arg("copy") = true, py::arg("order") = "C");  // native steps read C order
       value = a;
-      out.t = dtype_code(a.dtype()) != OPF_UNDEFINED ? view_of(a) : opf_tensor{};
+      if (dtype_code(a.dtype()) != OPF_UNDEFINED)
+        view_into(a, out.t);
+      else
+        clear_view(out.t);
     } else {
       value = owned_items(value, borrowed);
       std::memset(&out.t, 0, sizeof(opf_tensor));
@@ -459,7 +462,7 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i].kind == SlotKind::Constant) {
       r.slots[i].owner = slots_[i].constant;
-      if (slots_[i].has_view) r.slots[i].t = slots_[i].view;
+      if (slots_[i].has_view) copy_view(r.slots[i].t, slots_[i].view);
     }
   }
   for (auto& feed : feeds) {
@@ -472,7 +475,7 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
       if (!a) throw py::error_already_set();
       slot.owner = a;
     }
-    slot.t = view_of(a);
+    view_into(a, slot.t);
   }
   r.arena = arena_bytes_ > 0 ? take_arena() : nullptr;
   StepError failure;
@@ -558,7 +561,7 @@ void Plan::release(Run& r, const PlanStep& s) {
     Slot& dead = r.slots[size_t(slot)];
     std::free(dead.heap);
     dead.heap = nullptr;
-    std::memset(&dead.t, 0, sizeof(opf_tensor));
+    clear_view(dead.t);
     // moving a handle changes no reference count, so this needs no GIL; the
     // reference is dropped at the next Python step or when the run ends
     if (dead.owner) r.dead.push_back(std::move(dead.owner));

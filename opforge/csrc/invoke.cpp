@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "opforge/dtype.h"
+#include "tensors.h"
 
 namespace opforge_core {
 
@@ -145,7 +146,7 @@ void check_call(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inp
 void infer(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs, const AttrPack& attrs,
            opf_tensor* outputs, int32_t num_outputs, Sizes sizes) {
   check_call(def, inputs, num_inputs, num_outputs, sizes);
-  std::memset(outputs, 0, sizeof(opf_tensor) * size_t(num_outputs));
+  for (int32_t k = 0; k < num_outputs; ++k) clear_view(outputs[k]);
   opf_infer_ctx ic{def, inputs, num_inputs, attrs.data(), attrs.size(), outputs, num_outputs};
   opf_error err;
   err.message[0] = '\0';

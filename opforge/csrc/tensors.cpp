@@ -82,18 +82,24 @@ py::array as_array(const py::handle& obj) {
 opf_tensor view_of(const py::array& a) {
   opf_tensor t;
   std::memset(&t, 0, sizeof t);
+  view_into(a, t);
+  return t;
+}
+
+void view_into(const py::array& a, opf_tensor& t) {
+  const int32_t ndim = int32_t(a.ndim());
+  if (ndim > OPF_MAX_DIMS)
+    throw py::value_error("arrays of more than " + std::to_string(OPF_MAX_DIMS) + " dimensions are not supported");
   t.data = const_cast<void*>(a.data());
   t.dtype = dtype_code(a.dtype());
-  t.ndim = int32_t(a.ndim());
-  if (t.ndim > OPF_MAX_DIMS)
-    throw py::value_error("arrays of more than " + std::to_string(OPF_MAX_DIMS) + " dimensions are not supported");
+  t.ndim = ndim;
   auto item = a.itemsize();
-  for (int i = 0; i < t.ndim; ++i) {
+  for (int i = 0; i < ndim; ++i) {
     t.shape[i] = a.shape(i);
     t.strides[i] = item ? a.strides(i) / item : 0;
   }
   t.device_type = OPF_CPU;
-  return t;
+  t.device_id = 0;
 }
 
 opf_tensor cuda_view_of(const py::handle& array, int device) {

@@ -6,6 +6,7 @@ from onnx import TensorProto, helper
 
 from onnx_builders import assert_same, model, onnxruntime_outputs, tensor
 from opforge.runtime import InferenceSession
+from opforge.runtime.errors import KernelError
 
 BOOL, INT64, FLOAT = TensorProto.BOOL, TensorProto.INT64, TensorProto.FLOAT
 
@@ -326,3 +327,38 @@ def test_scan_steps_run_in_cpp_once_the_body_has_a_plan(monkeypatch):
         assert_same(got, want)
         assert got[1].shape == (2, length, 8) and got[2].shape == (length,)
     assert in_python == [0, 1]   # the rest, the later runs included, in C++
+
+
+def scan_output_model(grow: bool):
+    """Loop 5 times; the body scans out i (int64 scalar), [i, i] as float32, and a range(1 + i)
+    when ``grow`` (a scan output whose shape changes between iterations)."""
+    nodes = [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+             helper.make_node("Identity", ["i"], ["i_out"]),
+             helper.make_node("Cast", ["i"], ["f"], to=FLOAT),
+             helper.make_node("Concat", ["f1", "f1"], ["pair"], axis=0),
+             helper.make_node("Unsqueeze", ["f", "zero"], ["f1"])]
+    outputs = [tensor("cond_out", [], BOOL), tensor("i_out", [], INT64), tensor("pair", [2])]
+    if grow:
+        nodes.append(helper.make_node("Range", ["zero_s", "limit", "one_s"], ["ramp"]))
+        nodes.append(helper.make_node("Add", ["i", "one_s"], ["limit"]))
+        outputs.append(tensor("ramp", [None], INT64))
+    consts = [helper.make_tensor("zero", INT64, [1], [0]), helper.make_tensor("zero_s", INT64, [], [0]),
+              helper.make_tensor("one_s", INT64, [], [1])]
+    body = helper.make_graph(nodes, "body", [tensor("i", [], INT64), tensor("cond_in", [], BOOL)], outputs, consts)
+    scans = ["is", "pairs"] + (["ramps"] if grow else [])
+    return model([helper.make_node("Loop", ["M", ""], scans, body=body)], [tensor("M", [], INT64)],
+                 [tensor("is", [None], INT64), tensor("pairs", [None, 2])] +
+                 ([tensor("ramps", [None, None], INT64)] if grow else []))
+
+
+def test_scan_outputs_stack_per_iteration_values():
+    is_, pairs = InferenceSession(scan_output_model(False)).run(None, {"M": np.array(5, np.int64)})
+    assert is_.dtype == np.int64 and is_.shape == (5,)
+    np.testing.assert_array_equal(is_, np.arange(5))
+    assert pairs.dtype == np.float32 and pairs.shape == (5, 2)
+    np.testing.assert_array_equal(pairs, np.repeat(np.arange(5, dtype=np.float32)[:, None], 2, axis=1))
+
+
+def test_a_scan_output_that_changes_shape_is_an_error_naming_it():
+    with pytest.raises(KernelError, match="scan output 3 changes shape between iterations"):
+        InferenceSession(scan_output_model(True)).run(None, {"M": np.array(3, np.int64)})

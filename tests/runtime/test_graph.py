@@ -3,11 +3,11 @@ import random
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 from onnx_builders import chain_model, model, tensor
 from opforge.runtime.errors import GraphError
-from opforge.runtime.graph.graph import build_graph, sort_graph, topological_order
+from opforge.runtime.graph.graph import ALIGNMENT, aligned, build_graph, sort_graph, topological_order
 
 
 def diamond_nodes():
@@ -130,3 +130,30 @@ def test_an_initializer_whose_data_does_not_match_its_dims_is_refused(dims, data
     with pytest.raises(GraphError, match="initializer 'w' of graph 'test' cannot be read as a tensor of dims"):
         build_graph(proto.graph)
 
+
+
+def test_large_initializers_start_on_a_cache_line():
+    """Weights of 4 KB to 16 MB are 64-byte aligned (kernels load them 64 bytes at a time), in
+    subgraphs too; their values, dtype and read-only flag are kept; small ones are left as given."""
+    rng = np.random.default_rng(0)
+    weights = {"w": rng.standard_normal((37, 64)).astype(np.float32), "i": np.arange(1000, dtype=np.int64),
+               "small": np.ones(3, np.float32)}
+    branch = helper.make_graph([helper.make_node("Identity", ["inner"], ["z"])], "branch", [],
+                               [tensor("z", [1100])], [numpy_helper.from_array(np.ones(1100, np.float32), "inner")])
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"]),
+             helper.make_node("If", ["c"], ["z"], then_branch=branch, else_branch=branch)]
+    proto = model(nodes, [tensor("x", [2, 37]), tensor("c", [], TensorProto.BOOL)], [tensor("y", [2, 64])])
+    proto.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in weights.items())
+    graph = build_graph(proto.graph)
+    inner = graph.nodes[1].subgraphs()[0].initializers["inner"]
+    for name in ("w", "i"):
+        got = graph.initializers[name]
+        assert got.ctypes.data % ALIGNMENT == 0 and not got.flags.writeable
+        np.testing.assert_array_equal(got, weights[name])
+        assert got.dtype == weights[name].dtype
+    assert inner.ctypes.data % ALIGNMENT == 0
+    raw = np.empty(8192 + ALIGNMENT, np.uint8)
+    start = (-raw.ctypes.data + 16) % ALIGNMENT   # 16 bytes past a cache line
+    shifted = raw[start:start + 8192].view(np.float32)
+    assert aligned(shifted).ctypes.data % ALIGNMENT == 0
+    assert aligned(weights["small"]) is weights["small"]

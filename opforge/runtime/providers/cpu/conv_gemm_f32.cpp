@@ -104,9 +104,8 @@ constexpr int64_t kDirectChannels = 4;            ///< see reads_in_place
 /// with one per output row it crosses, strided, and bounds checks when the conv pads. A 1x1
 /// conv of stride 2 packs each strided row once per tile either way, and copying a quarter of
 /// its input first made it 4% slower (resnet50's, 1 thread).
-bool grid_tiles(const Window& w) {
+bool grid_tiles(const Window& w, const Source& src) {
   if (w.k_size() == 1) return false;
-  const Source src = source_for(w);
   const int64_t pitch = src.dims[2], plane = src.dims[1] * pitch;
   const int64_t grid_count = (w.out[0] - 1) * plane + (w.out[1] - 1) * pitch + w.out[2];
   const int64_t lanes_out = (w.out_size() + kNR / 2 - 1) / (kNR / 2) * (kNR / 2);
@@ -115,17 +114,16 @@ bool grid_tiles(const Window& w) {
 }
 
 /// Whether B reads a copy of the input (conv_source.h): grid tiles of a conv that pads or strides.
-bool reads_copy(const Window& w) { return grid_tiles(w) && source_for(w).copied; }
+bool reads_copy(const Window& w, const Source& src) { return grid_tiles(w, src) && src.copied; }
 
 /// The positions tiles run over (see Grid).
-Grid grid_for(const Window& w) {
+Grid grid_for(const Window& w, const Source& src) {
   Grid g;
   g.out_h = w.out[1], g.out_w = w.out[2];
   g.src_pitch = w.in[2], g.src_plane = w.in[1] * w.in[2];
   for (int a = 0; a < 3; ++a) g.stride[a] = w.stride[a];
   g.pitch = g.out_w, g.plane = g.out_h * g.out_w, g.count = w.out_size();
-  if (!grid_tiles(w)) return g;
-  const Source src = source_for(w);
+  if (!grid_tiles(w, src)) return g;
   g.is_virtual = true;
   g.src_pitch = src.dims[2], g.src_plane = src.dims[1] * src.dims[2];
   g.pitch = g.src_pitch, g.plane = g.src_plane;
@@ -147,15 +145,15 @@ struct Cut {
   int64_t row_begin(int64_t b) const { return mb > 0 ? b * mg / mb : 0; }
 };
 
-Cut cut_for(const ConvShape& s, int threads) {
+Cut cut_for(const ConvShape& s, const Source& src, int threads) {
   Cut c;
   const Window& w = s.w;
-  c.grid = grid_for(w);
+  c.grid = grid_for(w, src);
   c.tiles = (c.grid.count + kNR - 1) / kNR;
   c.maps.reserve(size_t(c.tiles));  // growing would copy every map's segments
+  c.tapoff.reserve(size_t(w.k_size()));
   for (int64_t t = 0; t < c.tiles; ++t)
     c.maps.push_back(c.grid.is_virtual ? tiles::map_grid_tile(c.grid, t * kNR) : tiles::map_output_tile(c.grid, t * kNR, window_pads(w)));
-  const Source src = source_for(w);
   for (int64_t kd = 0; kd < w.k[0]; ++kd)
     for (int64_t kh = 0; kh < w.k[1]; ++kh)
       for (int64_t kw = 0; kw < w.k[2]; ++kw) {
@@ -181,11 +179,10 @@ Cut cut_for(const ConvShape& s, int threads) {
 }
 
 /// Floats of the input's copy (all images and channels), or 0 when B reads the input as it is.
-int64_t copy_floats(const ConvShape& s) { return reads_copy(s.w) ? s.n * s.c * source_for(s.w).channel() : 0; }
+int64_t copy_floats(const ConvShape& s, const Source& src) { return reads_copy(s.w, src) ? s.n * s.c * src.channel() : 0; }
 
 /// x (N, C, spatial) copied into `out` as the source's planes (conv_source.h).
-void copy_input(KernelContext& ctx, const ConvShape& s, const float* x, float* out) {
-  const Source src = source_for(s.w);
+void copy_input(KernelContext& ctx, const ConvShape& s, const Source& src, const float* x, float* out) {
   ctx.parallel_for(s.n * s.c, 16, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) copy_channel(s.w, src, x + c * s.w.in_size(), out + c * src.channel());
   });
@@ -288,17 +285,18 @@ void run_slice(const Job& job, int64_t lo, int64_t hi) {
 
 }  // namespace
 
-int64_t conv_gemm_f32_workspace(const ConvShape& s) { return copy_floats(s) * int64_t(sizeof(float)); }
+int64_t conv_gemm_f32_workspace(const ConvShape& s) { return copy_floats(s, source_for(s.w)) * int64_t(sizeof(float)); }
 
 bool conv_gemm_f32(KernelContext& ctx, const ConvShape& s, const float* x, const float* w, const float* bias,
                    const float* z, float* y, const Epilogue& e) {
-  const Cut cut = cut_for(s, ctx.num_threads());
+  const Source source = source_for(s.w);
+  const Cut cut = cut_for(s, source, ctx.num_threads());
   const float* src = x;
   int64_t cstride = s.w.in_size();
-  if (const int64_t copied = copy_floats(s)) {
+  if (const int64_t copied = copy_floats(s, source)) {
     OPFORGE_CHECK(ctx.workspace_bytes() >= copied * int64_t(sizeof(float)),
                   "the workspace is smaller than the input's copy");
-    copy_input(ctx, s, x, ctx.workspace<float>());
+    copy_input(ctx, s, source, x, ctx.workspace<float>());
     src = ctx.workspace<float>();
     cstride = copied / (s.n * s.c);
   }

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "common.h"
+#include "gemv_f32.h"
 
 namespace opforge_nn {
 
@@ -42,11 +44,36 @@ inline void gemv(bool trans, int64_t rows, int64_t cols, double alpha, const dou
                     blasint(lda), x, blasint(incx), beta, y, blasint(incy));
 }
 
+/// A float32 one-row product (or a one-column one whose operands are contiguous) of a matrix
+/// that fits in L2 on the register loops of gemv_f32.h; false for anything else, which goes to
+/// OpenBLAS (a matrix streamed from memory is bound by it either way).
+inline bool gemv_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                     const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  constexpr int64_t kMaxFloats = 256 * 1024;  // 1 MB
+  if (k <= 0 || (m == 1 ? n : m) > kMaxFloats / k) return false;
+  if (m == 1 && !ta && n == 1 && (tb || ldb == 1)) {  // a dot product of two contiguous vectors
+    row_times_matrix_t(k, 1, alpha, a, b, k, beta, c);
+  } else if (m == 1 && !ta) {
+    if (tb)
+      row_times_matrix_t(k, n, alpha, a, b, ldb, beta, c);
+    else
+      row_times_matrix(k, n, alpha, a, b, ldb, beta, c);
+  } else if (n == 1 && !ta && (tb || ldb == 1) && ldc == 1) {  // c column = A @ b
+    row_times_matrix_t(k, m, alpha, b, a, lda, beta, c);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 /// gemm() that hands a one-row or one-column product to GEMV, which streams the matrix once
 /// where GEMM would first pack it.
 template <class T>
 void matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
             int64_t ldb, T beta, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float> && kHasGemvF32) {
+    if (gemv_f32(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)) return;
+  }
   if ((m == 1 || n == 1) && beta == T(0)) {  // GEMV scales y by beta: clear NaNs in fresh memory
     if (m == 1)
       for (int64_t j = 0; j < n; ++j) c[j] = T(0);

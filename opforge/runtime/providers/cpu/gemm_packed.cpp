@@ -17,6 +17,7 @@
 
 #include "common.h"
 #include "elementwise_math.h"
+#include "gemm_packed.h"
 #include "gemm_packed_tiles.h"
 
 namespace {
@@ -210,6 +211,29 @@ void packed_matmul_compute(KernelContext& ctx) {
 }
 
 }  // namespace
+
+namespace opforge_gemm {
+
+int64_t packed_floats(int64_t n, int64_t k) { return (n + kPanel - 1) / kPanel * k * kPanel; }
+
+void pack_rows(const float* w, int64_t n, int64_t k, int64_t ldw, float* out) {
+  for (int64_t p = 0; p * kPanel < n; ++p) {
+    const int64_t cols = std::min(kPanel, n - p * kPanel);
+    const float* rows = w + p * kPanel * ldw;
+    for (int64_t kk = 0; kk < k; ++kk, out += kPanel) {
+      for (int64_t j = 0; j < cols; ++j) out[j] = rows[j * ldw + kk];
+      for (int64_t j = cols; j < kPanel; ++j) out[j] = 0.f;
+    }
+  }
+}
+
+void packed_product(const KernelContext& ctx, const float* a, int64_t lda, const float* b, float* y, int64_t m,
+                    int64_t n, int64_t k) {
+  if (m == 0 || n == 0) return;
+  run_product(ctx, Product{a, lda, b, nullptr, y, m, n, k, Act::None, chosen_isa("auto")});
+}
+
+}  // namespace opforge_gemm
 
 OPFORGE_OP(PackedMatMul)
     .domain("com.opforge")

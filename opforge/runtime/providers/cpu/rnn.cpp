@@ -2,7 +2,12 @@
 // reverse or bidirectional, per-batch sequence_lens, initial states, peepholes, clip, custom
 // activations and GRU's linear_before_reset. Input projections of all steps are one GEMM; each
 // step adds one (batch x hidden) GEMM on the recurrent weights.
+#include <cstdlib>
+#include <memory>
+#include <type_traits>
+
 #include "gemm_blas.h"
+#include "gemm_packed.h"
 #include "rnn.h"
 
 namespace {
@@ -53,13 +58,34 @@ template <class T> void reset_hidden(const Run<T>& run, const T* xw_all, const T
   }
 }
 
+/// Steps (times batch rows) from which float input projections run on opforge's packed tiles.
+constexpr int64_t kPackedRows = 8;
+
+/// xw (rows x G) = x @ W^T, the input projections of every step at once. float over several
+/// steps runs on opforge's packed GEMM tiles with W packed for this call (OpenBLAS runs its AVX2
+/// kernel on Zen 4); otherwise, and for a single step, one OpenBLAS GEMM (or GEMV).
+template <class T> void project_inputs(const KernelContext& ctx, const Run<T>& run, const Direction<T>& d,
+                                       int64_t rows, int64_t G, T* xw) {
+  const int64_t in = run.g.input;
+  if constexpr (std::is_same_v<T, float>) {
+    if (rows >= kPackedRows && in > 0) {
+      const size_t floats = size_t(opforge_gemm::packed_floats(G, in));
+      std::unique_ptr<float, decltype(&std::free)> packed(
+          static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64)), &std::free);
+      OPFORGE_CHECK(packed != nullptr, "out of memory packing W");
+      opforge_gemm::pack_rows(d.w, G, in, in, packed.get());
+      return opforge_gemm::packed_product(ctx, run.x, in, packed.get(), xw, rows, G, in);
+    }
+  }
+  opforge_nn::parallel_matmul(ctx, false, true, rows, G, in, T(1), run.x, in, d.w, in, T(0), xw, G);
+}
+
 template <Cell K, class T> void run_direction(const KernelContext& ctx, const Run<T>& run, const Direction<T>& d) {
   const Geometry& g = run.g;
   const int64_t H = g.hidden, G = gate_count(K) * H, rows = g.seq * g.batch;
   // Input projections of every step at once, with both biases except GRU's R_h bias.
   std::vector<T> xw(size_t(rows * G));
-  opforge_nn::parallel_matmul(ctx, false, true, rows, G, g.input, T(1), run.x, g.input, d.w, g.input, T(0),
-                              xw.data(), G);
+  project_inputs(ctx, run, d, rows, G, xw.data());
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t k = 0; k < G; ++k) xw[size_t(i * G + k)] += d.wb ? d.wb[k] : T(0);
   std::vector<T> h(size_t(g.batch * H), T(0)), c(h.size(), T(0)), hr(size_t(g.batch * G)), rh, reset;
