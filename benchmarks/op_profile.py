@@ -4,8 +4,9 @@ onnxruntime's side comes from its profiler JSON (the `*_kernel_time` events), op
 SessionOptions.enable_profiling / end_profiling's chrome trace. Convolution throughput is given
 in GFLOP/s against the machine's sgemm limit, measured in the same run: the best 1024^3 sgemm of
 OpenBLAS (scipy-openblas32, the BLAS opforge links) and onnxruntime's MatMul (MLAS) at the same
-thread count. OpenBLAS can pick a weak kernel for a CPU it does not know (260 GFLOP/s on 2 Zen 5
-cores, where MLAS reaches ~480), so neither alone is an honest anchor. The FMA peak (a register-only
+thread count. OpenBLAS runs the kernel $OPENBLAS_CORETYPE names where that is set (these machines
+set Haswell: 130 GFLOP/s on one Zen 5 core, against 243 for SkylakeX and MLAS's ~250), so neither
+alone is an honest anchor. The FMA peak (a register-only
 loop of independent fused multiply-adds per thread) is printed beside it as the ceiling.
 """
 from __future__ import annotations

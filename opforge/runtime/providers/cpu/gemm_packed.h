@@ -1,7 +1,8 @@
 // gemm_packed.h: opforge's GEMM on packed weights (gemm_packed.cpp) for other kernels: a weight
 // matrix packed into its column panels for one call, then the product on the register tiles.
-// OpenBLAS runs its AVX2 kernel on Zen 4; these tiles run AVX-512 (a 100x256 @ 256x512 product:
-// 219 us on OpenBLAS, 103 on the tiles, 102 in onnxruntime's MLAS, one core).
+// OpenBLAS runs the kernel $OPENBLAS_CORETYPE names where that is set, and these machines set
+// Haswell (AVX2); these tiles run AVX-512 whatever the environment says (a 100x256 @ 256x512
+// product: 219 us on OpenBLAS's Haswell kernel, 103 on the tiles, 102 in onnxruntime's MLAS, one core).
 #pragma once
 
 #include <opforge/op.h>
