@@ -17,8 +17,8 @@ namespace {
 thread_local bool in_chunk = false;  // nested parallel_for runs serially
 }
 
-ThreadPool::ThreadPool(int num_threads) {
-  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+ThreadPool::ThreadPool(int num_threads) : shares_(new Share[size_t(std::max(num_threads, 1))]) {
+  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -34,12 +34,16 @@ void ThreadPool::entry(void* pool, int64_t n, int64_t grain, opf_range_fn fn, vo
   static_cast<ThreadPool*>(pool)->parallel_for(n, grain, fn, arg);
 }
 
-void ThreadPool::run_chunks(Job& job) {
+void ThreadPool::run_chunks(Job& job, int self) {
   in_chunk = true;
-  for (;;) {
-    int64_t begin = job.next.fetch_add(job.chunk);
-    if (begin >= job.n) break;
-    job.fn(job.arg, begin, std::min(job.n, begin + job.chunk));
+  for (int k = 0; k < job.threads; ++k) {
+    Share& share = job.shares[(self + k) % job.threads];
+    for (;;) {
+      const int64_t index = share.next.fetch_add(1);
+      if (index >= share.end) break;
+      const int64_t begin = index * job.chunk;
+      job.fn(job.arg, begin, std::min(job.n, begin + job.chunk));
+    }
   }
   in_chunk = false;
 }
@@ -61,7 +65,7 @@ bool ThreadPool::spin_until(F&& ready) {
   }
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(int self) {
   uint64_t seen = 0;
   for (;;) {
     // The next job usually follows within microseconds (the next op's loop): poll for it
@@ -76,7 +80,7 @@ void ThreadPool::worker_loop() {
       job = job_;
       ++active_;
     }
-    run_chunks(*job);
+    run_chunks(*job, self);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (--active_ == 0) done_.notify_one();
@@ -99,13 +103,20 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, opf_range_fn fn, void* a
   job.n = n;
   // a few chunks per thread balances uneven work without much scheduling
   job.chunk = std::max(grain, (n + threads * 4 - 1) / (threads * 4));
+  const int64_t chunks = (n + job.chunk - 1) / job.chunk;
+  job.shares = shares_.get();
+  job.threads = int(threads);
+  for (int64_t t = 0; t < threads; ++t) {
+    job.shares[t].next.store(t * chunks / threads, std::memory_order_relaxed);
+    job.shares[t].end = (t + 1) * chunks / threads;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = &job;
     ++generation_;
   }
   wake_.notify_all();
-  run_chunks(job);
+  run_chunks(job, 0);
   // Every chunk is claimed: wait for the workers still running theirs (polling first, as they
   // are usually about to finish), then retire the job so a worker that wakes late cannot enter it.
   spin_until([&] { return active_.load(std::memory_order_acquire) == 0; });

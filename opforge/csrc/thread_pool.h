@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -14,7 +15,10 @@ namespace opforge_core {
 
 /// A fixed set of workers running one parallel_for at a time. A call made while the pool is
 /// busy (another thread's op, or a nested call from inside a chunk) runs serially instead of
-/// waiting, so ops never deadlock on the pool. A worker that finishes a job, and a caller whose
+/// waiting, so ops never deadlock on the pool. Each thread owns a fixed share of every call's
+/// chunks (thread t the t-th run of them, the caller the first) and takes its own first, then
+/// what the others have not yet taken: consecutive ops split alike hand each thread the part of
+/// the data it wrote itself, which stays in its own caches. A worker that finishes a job, and a caller whose
 /// workers are finishing theirs, spin for at most kSpinMicros before sleeping: consecutive ops'
 /// loops then hand off without a futex wake-up, and an idle or loaded machine loses at most that
 /// much CPU per job.
@@ -37,19 +41,27 @@ class ThreadPool {
   static void entry(void* pool, int64_t n, int64_t grain, opf_range_fn fn, void* arg);
 
  private:
+  /// One thread's share of a call's chunks: indices [next, end) still to take (a cache line each).
+  struct alignas(64) Share {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
   struct Job {
     opf_range_fn fn;
     void* arg;
     int64_t n, chunk;
-    std::atomic<int64_t> next{0};
+    Share* shares;  ///< num_threads() of them
+    int threads;
   };
-  void worker_loop();
-  static void run_chunks(Job& job);
+  void worker_loop(int self);
+  /// Runs chunks of `job`, thread `self`'s share first, then the others'.
+  static void run_chunks(Job& job, int self);
   /// Polls `ready` for at most kSpinMicros; whether it became true.
   template <class F>
   static bool spin_until(F&& ready);
 
   std::vector<std::thread> workers_;
+  std::unique_ptr<Share[]> shares_;  // the running call's shares, one per thread
   std::mutex busy_;            // held by the caller of the running parallel_for
   std::mutex mu_;
   std::condition_variable wake_, done_;

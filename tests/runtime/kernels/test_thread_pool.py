@@ -5,6 +5,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 from opforge import _core
 
@@ -24,6 +25,21 @@ def test_back_to_back_jobs_are_all_complete(kernels):
     for i in range(300):
         x = rng.standard_normal(SIZE).astype(np.float32)
         np.testing.assert_array_equal(relu(kernels, x, pool), np.maximum(x, 0), err_msg=f"call {i}")
+
+
+@pytest.mark.parametrize("threads", [2, 3, 4, 7])
+def test_every_chunk_runs_once_whatever_the_thread_count_and_size(kernels, threads):
+    # each thread owns a share of a call's chunks and then takes what the others left: every
+    # element must still be written, once, for sizes that leave the shares and chunks uneven
+    pool = _core.ThreadPool(threads)
+    rng = np.random.default_rng(threads)
+    op = kernels.op("Relu", version=14)
+    for size in (SIZE, SIZE + 13, 3 * SIZE + 5, 7 * SIZE + 1):
+        for _ in range(5):
+            x = rng.standard_normal(size).astype(np.float32)
+            out = np.full_like(x, np.nan)
+            op.handle.run([x], [out], op.handle.attrs({}), pool)
+            np.testing.assert_array_equal(out, np.maximum(x, 0), err_msg=f"{threads} threads, {size} elements")
 
 
 def test_callers_on_several_threads_share_one_pool(kernels):
