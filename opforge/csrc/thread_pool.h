@@ -18,10 +18,10 @@ namespace opforge_core {
 /// waiting, so ops never deadlock on the pool. Each thread owns a fixed share of every call's
 /// chunks (thread t the t-th run of them, the caller the first) and takes its own first, then
 /// what the others have not yet taken: consecutive ops split alike hand each thread the part of
-/// the data it wrote itself, which stays in its own caches. A worker that finishes a job, and a caller whose
-/// workers are finishing theirs, spin for at most kSpinMicros before sleeping: consecutive ops'
-/// loops then hand off without a futex wake-up, and an idle or loaded machine loses at most that
-/// much CPU per job.
+/// the data it wrote itself, which stays in its own caches. A worker that finishes a job, and a
+/// caller whose workers are finishing theirs, spin for at most kSpinMicros before sleeping:
+/// consecutive ops' loops then hand off without a futex wake-up, and an idle or loaded machine
+/// loses at most that much CPU per job.
 class ThreadPool {
  public:
   explicit ThreadPool(int num_threads);

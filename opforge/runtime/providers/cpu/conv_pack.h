@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "conv_source.h"
 #include "conv_tiles.h"
 
 namespace opforge_conv::tiles {
@@ -105,29 +106,15 @@ inline TileMap map_grid_tile(const Grid& g, int64_t v0) {
   return t;
 }
 
-inline __mmask16 first_lanes(int64_t n) {
-  return n >= kLanes ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
-}
+using opforge_conv::first_lanes;
 
 /// dst[0, n) = src[0, n * step) taken every `step` elements, n <= kNR; the loads are masked,
 /// so nothing past the last element read is touched.
 inline void copy_strided(float* dst, const float* src, int n, int64_t step) {
-  if (step == 1) {
-    for (int h = 0; h < 2 && h * kLanes < n; ++h) {
-      const __mmask16 m = first_lanes(n - h * kLanes);
-      _mm512_mask_storeu_ps(dst + h * kLanes, m, _mm512_maskz_loadu_ps(m, src + h * kLanes));
-    }
-  } else if (step == 2) {
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    for (int h = 0; h < 2 && h * kLanes < n; ++h) {
-      const int64_t m = std::min<int64_t>(kLanes, n - h * kLanes), last = 2 * m - 2;  // elements read: [0, last]
-      const float* s = src + 2 * h * kLanes;
-      const __m512 lo = _mm512_maskz_loadu_ps(first_lanes(last + 1), s);
-      const __m512 hi = _mm512_maskz_loadu_ps(first_lanes(last + 1 - kLanes), s + kLanes);
-      _mm512_mask_storeu_ps(dst + h * kLanes, first_lanes(m), _mm512_permutex2var_ps(lo, even, hi));
-    }
-  } else {
-    for (int i = 0; i < n; ++i) dst[i] = src[i * step];
+  if (step != 1) return copy_every(dst, src, n, step);
+  for (int h = 0; h < 2 && h * kLanes < n; ++h) {
+    const __mmask16 m = first_lanes(n - h * kLanes);
+    _mm512_mask_storeu_ps(dst + h * kLanes, m, _mm512_maskz_loadu_ps(m, src + h * kLanes));
   }
 }
 

@@ -76,21 +76,26 @@ inline Source source_for(const Window& w) {
   return s;
 }
 
-/// out[i] = x[i * step] for i in [0, n); step 2 (a stride-2 conv's phase) runs 16 outputs at a
-/// time from two masked loads, so nothing past x[(n - 1) * 2] is read.
+#if defined(__AVX512F__)
+/// The first n lanes (none for n <= 0, all 16 from 16 on).
+inline __mmask16 first_lanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+#endif
+
+/// out[i] = x[i * step] for i in [0, n); step 2 (a stride-2 conv's phase, a tile's row of a
+/// stride-2 conv) runs 16 outputs at a time from two masked loads, so nothing past
+/// x[(n - 1) * 2] is read.
 inline void copy_every(float* out, const float* x, int64_t n, int64_t step) {
   int64_t i = 0;
 #if defined(__AVX512F__)
   if (step == 2) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    auto lanes = [](int64_t count) {
-      return count >= 16 ? __mmask16(0xFFFF) : count <= 0 ? __mmask16(0) : __mmask16((1u << count) - 1);
-    };
     for (; i < n; i += 16) {
       const int64_t m = std::min<int64_t>(16, n - i), last = 2 * m - 2;  // elements read: x[2i + (0 .. last)]
-      const __m512 lo = _mm512_maskz_loadu_ps(lanes(last + 1), x + 2 * i);
-      const __m512 hi = _mm512_maskz_loadu_ps(lanes(last + 1 - 16), x + 2 * i + 16);
-      _mm512_mask_storeu_ps(out + i, lanes(m), _mm512_permutex2var_ps(lo, even, hi));
+      const __m512 lo = _mm512_maskz_loadu_ps(first_lanes(last + 1), x + 2 * i);
+      const __m512 hi = _mm512_maskz_loadu_ps(first_lanes(last + 1 - 16), x + 2 * i + 16);
+      _mm512_mask_storeu_ps(out + i, first_lanes(m), _mm512_permutex2var_ps(lo, even, hi));
     }
     return;
   }

@@ -51,11 +51,9 @@ inline bool gemv_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
                      const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   constexpr int64_t kMaxFloats = 256 * 1024;  // 1 MB
   if (k <= 0 || (m == 1 ? n : m) > kMaxFloats / k) return false;
-  if (m == 1 && !ta && n == 1 && (tb || ldb == 1)) {  // a dot product of two contiguous vectors
-    row_times_matrix_t(k, 1, alpha, a, b, k, beta, c);
-  } else if (m == 1 && !ta) {
-    if (tb)
-      row_times_matrix_t(k, n, alpha, a, b, ldb, beta, c);
+  if (m == 1 && !ta) {
+    if (tb || (n == 1 && ldb == 1))  // B's columns contiguous (one column of stride 1: a dot product)
+      row_times_matrix_t(k, n, alpha, a, b, tb ? ldb : k, beta, c);
     else
       row_times_matrix(k, n, alpha, a, b, ldb, beta, c);
   } else if (n == 1 && !ta && (tb || ldb == 1) && ldc == 1) {  // c column = A @ b

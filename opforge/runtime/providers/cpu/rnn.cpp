@@ -62,8 +62,9 @@ template <class T> void reset_hidden(const Run<T>& run, const T* xw_all, const T
 constexpr int64_t kPackedRows = 8;
 
 /// xw (rows x G) = x @ W^T, the input projections of every step at once. float over several
-/// steps runs on opforge's packed GEMM tiles with W packed for this call (OpenBLAS runs its AVX2
-/// kernel on Zen 4); otherwise, and for a single step, one OpenBLAS GEMM (or GEMV).
+/// steps runs on opforge's packed GEMM tiles with W packed for this call (AVX-512 whatever
+/// $OPENBLAS_CORETYPE says: gemm_packed.h); otherwise, and for a single step, one OpenBLAS GEMM
+/// (or GEMV).
 template <class T> void project_inputs(const KernelContext& ctx, const Run<T>& run, const Direction<T>& d,
                                        int64_t rows, int64_t G, T* xw) {
   const int64_t in = run.g.input;
