@@ -1,5 +1,9 @@
 """The built-in kernel library: compiled by `pip install`, loaded at once, rebuilt when stale."""
 import json
+import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -59,3 +63,36 @@ def test_a_stale_or_foreign_prebuilt_library_is_not_used(tmp_path, monkeypatch):
     stamp.write_text(json.dumps({"inputs": native.inputs_digest(), "cpu": cpu_identity()}))
     monkeypatch.setenv("OPFORGE_PREBUILT_KERNELS", "0")
     assert not native._prebuilt_is_current()
+
+
+
+LOAD_BLAS = """
+    import os
+    from opforge.runtime.providers.cpu import library   # numpy's OpenBLAS starts its threads here
+    before = len(os.listdir("/proc/self/task"))
+    if {ours}:
+        library._preload_blas()
+    else:
+        import scipy_openblas32
+    print(len(os.listdir("/proc/self/task")) - before, os.environ.get("OPENBLAS_NUM_THREADS"))
+"""
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="OpenBLAS starts no threads on one core")
+@pytest.mark.parametrize("user_value", [None, "2"])
+def test_openblas_is_loaded_without_threads_of_its_own(user_value):
+    # A multi-threaded OpenBLAS starts a thread per core at load, each polling for work for
+    # ~0.1 s: on 2 cores that halved a new session's speed. The kernels call it single-threaded
+    # (the session's pool does the threading), so it is loaded with one thread, and the user's
+    # OPENBLAS_NUM_THREADS is left as it was.
+    env = dict(os.environ)
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    if user_value:
+        env["OPENBLAS_NUM_THREADS"] = user_value
+    plain = subprocess.run([sys.executable, "-c", textwrap.dedent(LOAD_BLAS.format(ours=False))], env=env,
+                           capture_output=True, text=True, timeout=120)
+    ours = subprocess.run([sys.executable, "-c", textwrap.dedent(LOAD_BLAS.format(ours=True))], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0 and ours.returncode == 0, plain.stderr + ours.stderr
+    assert int(plain.stdout.split()[0]) > 0   # loaded as it comes, it does start threads
+    assert ours.stdout.split() == ["0", str(user_value)]

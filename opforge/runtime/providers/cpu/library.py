@@ -63,6 +63,7 @@ def cpu_kernels(files=None):
     one kernel family); set OPFORGE_PREBUILT_KERNELS=0 to always build from the sources."""
     key = tuple(files or ())
     if key not in _loaded:
+        _preload_blas()
         _loaded[key] = _load_prebuilt() if not files and _prebuilt_is_current() else _build(files)
     return _loaded[key]
 
@@ -117,20 +118,34 @@ def _load_prebuilt():
     from opforge import _core, config
     from opforge.builder.ops import OpLibrary
 
-    _preload_blas()
     _core.set_default_threads(config.num_threads())
     return OpLibrary(LIBRARY_NAME, str(PREBUILT), _core.load_library(str(PREBUILT)))
 
 
 def _preload_blas() -> None:
     """Loads OpenBLAS globally, so the prebuilt library (linked without a path to it: the one it
-    was linked against lived in pip's temporary build environment) finds it by its soname."""
+    was linked against lived in pip's temporary build environment) finds it by its soname.
+
+    It is loaded with OPENBLAS_NUM_THREADS=1 (the caller's value is put back at once; importing
+    scipy_openblas32 is what loads it). The kernels only ever call it single-threaded
+    (gemm_blas.h: the session's own pool does the threading), and a multi-threaded OpenBLAS
+    starts a thread per core at load that polls for work for ~0.1 s before sleeping: on 2 cores
+    that took a core from the session's pool, and a 2-thread conv ran at 1-thread speed for the
+    first ~60 ms of a session's life."""
     import ctypes
 
-    import scipy_openblas32 as blas
+    saved = os.environ.get("OPENBLAS_NUM_THREADS")
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import scipy_openblas32 as blas
 
-    path = os.path.join(blas.get_lib_dir(), f"lib{blas.get_library()}.so")
-    ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        path = os.path.join(blas.get_lib_dir(), f"lib{blas.get_library()}.so")
+        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    finally:
+        if saved is None:
+            del os.environ["OPENBLAS_NUM_THREADS"]
+        else:
+            os.environ["OPENBLAS_NUM_THREADS"] = saved
 
 
 def build_prebuilt(work: Path, verbose: bool = False) -> Path:
