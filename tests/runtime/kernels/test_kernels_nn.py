@@ -381,6 +381,29 @@ def test_maxpool_8bit_separable(kernels, xs, attrs, dtype):
     np.testing.assert_array_equal(values, y)
 
 
+# float32 square windows on rows wide enough that the vectors between the edges read every tap
+# unmasked (pool_f32.cpp's reduce_inner; 3x3 at stride 2 is its own case): the shapes of
+# squeezenet's, resnet's and inception's pools, 2x2 and 5x5, ceil_mode and pads on either edge.
+INNER_POOL_CASES = [
+    ((1, 3, 111, 111), dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)),
+    ((1, 3, 112, 112), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    ((1, 3, 75, 77), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[0, 1, 0, 1])),
+    ((1, 3, 70, 70), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])),
+    ((1, 3, 70, 70), dict(kernel_shape=[2, 2], strides=[2, 2])),
+    ((1, 3, 90, 93), dict(kernel_shape=[5, 5], strides=[2, 2], pads=[2, 2, 2, 2])),
+    ((1, 3, 40, 90), dict(kernel_shape=[5, 5], pads=[2, 2, 2, 2])),
+]
+
+
+@pytest.mark.parametrize("xs, attrs", INNER_POOL_CASES)
+def test_float_pools_read_inner_vectors_unmasked(kernels, xs, attrs):
+    x = rand(*xs)
+    y, _ = check(kernels, "MaxPool", [x], attrs, opset=12, num_outputs=2)
+    values, = run_handle(kernels.op("MaxPool", version=12), [x], [y], attrs)
+    np.testing.assert_array_equal(values, y)
+    check(kernels, "AveragePool", [x], dict(attrs, count_include_pad=0), opset=19, **F32)
+
+
 # Rows wide enough for the SIMD loop, at strides 1, 2 (shuffled loads) and 3, for every dtype.
 WIDE_POOL_CASES = [dict(kernel_shape=[2, 3], strides=[1, s], pads=[0, 1, 1, 0]) for s in (1, 2, 3)]
 

@@ -48,6 +48,7 @@ struct TapLoad {
 struct RowTaps {
   int64_t vectors = 0, k = 0;
   bool adjacent = false;  ///< taps one column apart: with stride 2, two taps share their loads
+  int64_t inner_begin = 0, inner_end = 0;  ///< output vectors whose every tap lies inside the row
   std::vector<TapLoad> loads;
   std::vector<__mmask16> stores;
 };
@@ -66,12 +67,44 @@ void row_taps(const Window& w, RowTaps& t) {
     }
     t.stores[size_t(v)] = lanes_inside(v * kLanes, w.out[2]);
   }
+  // With adjacent taps vector v reads columns [v * 16 * s - pad, that + 16 * s + k - 1)
+  t.inner_begin = std::min(t.vectors, (w.pad[2] + kLanes * s - 1) / (kLanes * s));
+  const int64_t past = w.in[2] + w.pad[2] - kLanes * s - t.k + 1;  // the last inner vector's first column, + pad
+  t.inner_end = t.adjacent && past >= 0 ? std::clamp<int64_t>(past / (kLanes * s) + 1, t.inner_begin, t.vectors)
+                                        : t.inner_begin;
 }
 
 template <bool Max>
 __attribute__((always_inline)) inline __m512 combine(__m512 acc, __m512 v) {
   // max: a NaN already in acc stays (the all-lanes masked form spares GCC an undefined source)
   return Max ? _mm512_mask_max_ps(v, 0xFFFF, v, acc) : _mm512_add_ps(acc, v);
+}
+
+/// One output vector of a row whose K adjacent taps all lie inside it, from its first column x,
+/// with unmasked loads and the taps combined in the same order as reduce_row's masked form. 3x3
+/// at stride 2: taps 0 and 1 are the even and odd lanes of x[0, 32), tap 2 is tap 0 moved down
+/// a lane with x[32] last. Other windows: the reduction at each of the 16 * Step columns from x
+/// (K loads and combines per 16 columns), of which stride 2 keeps the even ones.
+template <int Step, int K, bool Max>
+__attribute__((always_inline)) inline __m512 reduce_inner(const float* x, __m512 fill, __m512i even, __m512i odd) {
+  if constexpr (Step == 2 && K == 3) {
+    const __m512i next = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16);
+    const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + kLanes);
+    const __m512 e = _mm512_permutex2var_ps(a, even, b);
+    const __m512 acc = combine<Max>(combine<Max>(fill, e), _mm512_permutex2var_ps(a, odd, b));
+    return combine<Max>(acc, _mm512_permutex2var_ps(e, next, _mm512_castps128_ps512(_mm_load_ss(x + 2 * kLanes))));
+  }
+  __m512 lo = fill;
+#pragma GCC unroll 8
+  for (int kw = 0; kw < K; ++kw) lo = combine<Max>(lo, _mm512_loadu_ps(x + kw));
+  if constexpr (Step == 1) {
+    return lo;
+  } else {
+    __m512 hi = fill;
+#pragma GCC unroll 8
+    for (int kw = 0; kw < K; ++kw) hi = combine<Max>(hi, _mm512_loadu_ps(x + kLanes + kw));
+    return _mm512_permutex2var_ps(lo, even, hi);
+  }
 }
 
 /// out[v * 16 + t] = reduction over the window's taps along input row x, for every output
@@ -88,6 +121,10 @@ void reduce_row(const RowTaps& t, const float* x, float fill, float* out) {
   const int64_t tap_step = Step == 2 && t.adjacent ? 2 : 1;
   for (int64_t v = 0; v < t.vectors; ++v) {
     const TapLoad* load = t.loads.data() + v * k;
+    if (K > 0 && v >= t.inner_begin && v < t.inner_end) {
+      _mm512_storeu_ps(out + v * kLanes, reduce_inner<Step, (K > 0 ? K : 1), Max>(x + load[0].col, pad, even, odd));
+      continue;
+    }
     __m512 acc = pad;
 #pragma GCC unroll 4
     for (int64_t kw = 0; kw < k; kw += tap_step) {
