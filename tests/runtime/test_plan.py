@@ -141,6 +141,82 @@ def test_planner_merges_in_place_outputs():
     assert plan.arena_bytes == 1024
 
 
+def test_planner_puts_concat_inputs_in_its_output():
+    # p and q (with q2, which takes q's memory in place) are written straight into cat's block
+    steps = [PlanStep("a", ["x"], ["p"]), PlanStep("b", ["x"], ["q"]),
+             PlanStep("relu", ["q"], ["q2"], inplace=[0]),
+             PlanStep("cat", ["p", "q2"], ["cat"], places=[0, 1024]), PlanStep("d", ["cat"], ["y"])]
+    plan = plan_memory(steps, {"p": 1024, "q": 512, "q2": 512, "cat": 1536}, external={"x", "y"})
+    blocks = plan.blocks
+    assert blocks["p"].kind == "part" and blocks["p"].offset == blocks["cat"].offset
+    assert blocks["q"].kind == "part" and blocks["q"].offset == blocks["cat"].offset + 1024
+    assert blocks["q2"].offset == blocks["q"].offset
+    assert blocks["cat"].start == 0 and plan.arena_bytes == 1536 == plan.lower_bound, plan.dump()
+    assert "part of cat" in plan.dump()
+
+
+def test_planner_nests_concats_and_leaves_inputs_it_cannot_move():
+    # g, larger and alive throughout, takes the arena's start: o2's parts are placed from its offset
+    steps = [PlanStep("g", ["x"], ["g"]), PlanStep("a", ["x"], ["p"]), PlanStep("b", ["x"], ["q"]),
+             PlanStep("c", ["x"], ["r"]), PlanStep("cat1", ["p", "q"], ["o1"], places=[0, 256]),
+             PlanStep("cat2", ["o1", "r", "x"], ["o2"], places=[0, 512, 1024]),
+             PlanStep("d", ["o2", "g"], ["y"])]
+    sizes = {"g": 4096, "p": 256, "q": 256, "r": 512, "o1": 512, "o2": 1280}
+    blocks = plan_memory(steps, sizes, external={"x", "y"}).blocks
+    base = blocks["o2"].offset
+    assert base > 0
+    assert [(blocks[n].kind, blocks[n].offset - base) for n in ("o1", "p", "q", "r")] == \
+        [("part", 0), ("part", 0), ("part", 256), ("part", 512)]
+    steps = steps[1:-1] + [PlanStep("d", ["o2"], ["y"])]
+    # read again later, at an offset that breaks alignment, or concatenated into a graph output
+    later = steps[:3] + [PlanStep("cat", ["p", "q", "r"], ["o"], places=[0, 256, 500]), PlanStep("e", ["p"], ["z"]),
+                         PlanStep("d", ["o"], ["y"])]
+    blocks = plan_memory(later, dict(sizes, o=1012), external={"x", "y", "z"}).blocks
+    assert [blocks[n].kind for n in ("p", "q", "r")] == ["allocate", "part", "allocate"]
+    into_output = steps[:3] + [PlanStep("cat", ["p", "q"], ["y"], places=[0, 256])]
+    blocks = plan_memory(into_output, sizes, external={"x", "y"}).blocks
+    assert {blocks[n].kind for n in ("p", "q")} == {"allocate"}
+
+
+def concat_model():
+    """Concats of convs and relus: fire-module style halves, a Concat nested in another, an
+    input also read after its Concat, a constant input, and a Concat along an inner axis."""
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.standard_normal((8, 4, 3, 3)).astype(np.float32) * 0.3, f"w{i}")
+             for i in range(4)]
+    inits.append(numpy_helper.from_array(rng.standard_normal((1, 8, 16, 16)).astype(np.float32), "k"))
+    nodes = [helper.make_node("Conv", ["x", f"w{i}"], [f"c{i}"], pads=[1, 1, 1, 1]) for i in range(4)]
+    nodes += [helper.make_node("Relu", ["c1"], ["r1"]),
+              helper.make_node("Concat", ["c0", "r1"], ["fire"], axis=1),
+              helper.make_node("Concat", ["fire", "c2", "k"], ["nested"], axis=-3),
+              helper.make_node("Concat", ["c3", "c3", "c3", "c3"], ["twice"], axis=1),
+              helper.make_node("Concat", ["nested", "twice"], ["rows"], axis=2),
+              helper.make_node("Sigmoid", ["c2"], ["after"]),
+              helper.make_node("ReduceSum", ["rows"], ["s"], keepdims=0)]
+    graph = helper.make_graph(nodes, "concats", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 16, 16])],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("rows", "after", "s")],
+                              inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_concat_inputs_written_in_place_match_onnxruntime(threads):
+    m = concat_model()
+    ref = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    options = opforge.SessionOptions()
+    options.intra_op_num_threads = threads
+    sess = opforge.InferenceSession(m, options)
+    for seed in range(3):   # the first run records, the others run the plan
+        x = np.random.default_rng(seed).standard_normal((1, 4, 16, 16)).astype(np.float32)
+        for got, want in zip(sess.run(None, {"x": x}), ref.run(None, {"x": x})):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    blocks = sess.memory_plan({"x": x}).memory.blocks
+    parts = {n: b.alias_of for n, b in blocks.items() if b.kind == "part"}
+    assert parts == {"c0": "fire", "r1": "fire", "fire": "nested"}, parts   # c2 is read again; c3 four times
+
+
 def test_light_model_planned_run_matches_onnxruntime():
     model = light_model("light_squeezenet")
     ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])

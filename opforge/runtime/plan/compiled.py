@@ -19,6 +19,7 @@ import numpy as np
 from opforge import _core
 from opforge.runtime.execute.executor import Executor, Recording, _run_kernel
 from opforge.runtime.plan import memory
+from opforge.runtime.providers.registry import CPU
 
 logger = logging.getLogger("opforge.runtime")
 
@@ -104,6 +105,29 @@ def _sizes(executor: Executor, record: Recording, native: dict) -> dict:
     return sizes
 
 
+def _places(step, record: Recording, constants: dict) -> list:
+    """Per input of a CPU Concat whose output is one run per input (every dimension before the
+    axis is 1): the byte offset in the output it is copied to (memory.join_parts); else []."""
+    node = step.node
+    if node.op_type != "Concat" or node.domain not in ("", "ai.onnx") or step.kernel.provider != CPU:
+        return []
+    shapes = [record.values.get(name) if name not in constants else (constants[name].dtype, constants[name].shape)
+              for name in step.inputs]
+    out = record.values.get(step.outputs[0]) if step.outputs else None
+    if out is None or any(info is None for info in shapes):
+        return []
+    axis = node.attrs.get("axis", 0)
+    rank = len(out[1])
+    axis = axis + rank if axis < 0 else axis
+    if not 0 <= axis < rank or int(np.prod(out[1][:axis], dtype=np.int64)) != 1:
+        return []
+    places, at = [], 0
+    for dtype, shape in shapes:
+        places.append(at)
+        at += int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return places
+
+
 def plan_memory(executor: Executor, record: Recording, external: set) -> memory.MemoryPlan:
     """The arena layout for the recorded run."""
     native = _native_steps(record)
@@ -112,7 +136,8 @@ def plan_memory(executor: Executor, record: Recording, external: set) -> memory.
         is_native = index in native
         steps.append(memory.PlanStep(
             step.node.name or step.node.outputs[0], list(step.inputs), list(step.outputs),
-            list(step.kernel.inplace) if is_native else [], native.get(index, 0)))
+            list(step.kernel.inplace) if is_native else [], native.get(index, 0),
+            _places(step, record, executor.graph.initializers) if is_native else []))
     return memory.plan_memory(steps, _sizes(executor, record, native), external)
 
 

@@ -1,6 +1,8 @@
-"""The memory plan: value lifetimes, one arena, offsets reused, in-place where an op allows it."""
+"""The memory plan: value lifetimes, one arena, offsets reused, in-place where an op allows it,
+and the inputs of a Concat written by their producers straight into its output."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from opforge import tables
@@ -17,6 +19,8 @@ class PlanStep:
     outputs: list
     inplace: list = field(default_factory=list)   # per output: the input index it may overwrite, or -1
     workspace: int = 0
+    # per input: the byte offset in output 0 the op copies it to whole (Concat), or -1
+    places: list = field(default_factory=list)
 
 
 @dataclass
@@ -27,7 +31,7 @@ class Block:
     size: int
     start: int
     end: int
-    kind: str = "allocate"      # allocate | reuse | inplace | workspace
+    kind: str = "allocate"      # allocate | reuse | inplace | workspace | part
     offset: int = -1
     alias_of: str = ""
 
@@ -117,6 +121,34 @@ def lifetimes(steps: list, sizes: dict, external: set) -> tuple:
     return blocks, alias
 
 
+def join_parts(steps: list, blocks: dict, alias: dict, sizes: dict) -> dict:
+    """Moves the inputs of ops that copy each input whole into their output (PlanStep.places)
+    into that output's block, at the offset the op copies them to: the producers write there
+    and the copy finds each input already in place (the Concat kernel then skips it). An input
+    moves, with the values that took its memory in place, when the op is its only reader and the
+    last of its group, when it is not a graph input, output or initializer, and when the offset
+    keeps ALIGNMENT. The output's block then starts at the first such producer. An output that
+    moves into another op's output (nested Concats) takes its parts along.
+
+    Removes the moved blocks from ``blocks``; returns {root: (output, byte offset)}."""
+    uses = Counter(name for step in steps for name in step.inputs if name)
+    parts = {}
+    for i, step in enumerate(steps):
+        whole = step.outputs[0] if step.places and step.outputs else ""
+        if whole not in blocks or blocks[whole].kind != "allocate":
+            continue   # not planned here, or not its own block (workspace)
+        for name, at in zip(step.inputs, step.places):
+            root = alias.get(name, name)
+            part = blocks.get(root)
+            if (at < 0 or at % ALIGNMENT or uses[name] != 1 or part is None or part.kind != "allocate"
+                    or root == whole or part.end != i or at + sizes.get(name, -1) > blocks[whole].size):
+                continue
+            parts[root] = (whole, at)
+            del blocks[root]
+            blocks[whole].start = min(blocks[whole].start, part.start)
+    return parts
+
+
 def lower_bound(blocks: dict, num_steps: int) -> int:
     """The most bytes alive at any one step: no plan can use less."""
     live = [0] * max(num_steps, 1)
@@ -180,8 +212,21 @@ def plan_memory(steps: list, sizes: dict, external: set) -> MemoryPlan:
     """Plans one arena for every value in `sizes` that is not `external` (graph inputs,
     initializers and graph outputs live outside the arena)."""
     blocks, alias = lifetimes(steps, sizes, external)
+    every = dict(blocks)
+    parts = join_parts(steps, blocks, alias, sizes)
     bound = lower_bound(blocks, len(steps))
     arena = assign_offsets(blocks)
+
+    def place(root: str) -> int:   # a part's offset, through the outputs it nests in
+        if root not in parts:
+            return blocks[root].offset
+        whole, at = parts[root]
+        return place(whole) + at
+
+    for root, (whole, _) in parts.items():
+        every[root].kind, every[root].offset, every[root].alias_of = "part", place(root), whole
+    for root in parts:
+        blocks[root] = every[root]
     for name, root in alias.items():
         blocks[name] = Block(name, sizes[name], blocks[root].start, blocks[root].end, "inplace",
                              blocks[root].offset, alias_of=root)

@@ -21,7 +21,9 @@ void copy_pieces(const KernelContext& ctx, char* whole, int64_t whole_row, const
   if (outer == 1) {
     int64_t off = 0;
     for (const Piece& p : pieces) {
-      if (p.data != nullptr)
+      // a piece already in place: the session's memory plan has its producer write a Concat's
+      // input straight into the output (plan/memory.py, join_parts)
+      if (p.data != nullptr && p.data != whole + off)
         copy_bytes(ctx, gather ? whole + off : p.data, gather ? p.data : whole + off, p.row_bytes);
       off += p.row_bytes;
     }
