@@ -458,6 +458,7 @@ bool Plan::run_core_step(Run& r, const PlanStep& s) {
 
 py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const std::vector<int>& outputs,
                    py::object cancel) {
+  if (pool_) pool_->prewake();  // the workers wake while the feeds are bound
   Run r(*this);
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i].kind == SlotKind::Constant) {

@@ -39,7 +39,8 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<ThreadPool>(m, "ThreadPool")
       .def(py::init<int>(), py::arg("num_threads"))
-      .def_property_readonly("num_threads", &ThreadPool::num_threads);
+      .def_property_readonly("num_threads", &ThreadPool::num_threads)
+      .def("prewake", &ThreadPool::prewake, "Wakes sleeping workers to poll for the next job for a while.");
 
   py::class_<AttrPack>(m, "AttrPack", "An op's attributes converted once, in declaration order.");
 

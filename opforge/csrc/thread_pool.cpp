@@ -66,7 +66,7 @@ bool ThreadPool::spin_until(F&& ready) {
 }
 
 void ThreadPool::worker_loop(int self) {
-  uint64_t seen = 0;
+  uint64_t seen = 0, alarm = 0;
   for (;;) {
     // The next job usually follows within microseconds (the next op's loop): poll for it
     // before sleeping. Either way the job is taken under the lock.
@@ -74,8 +74,15 @@ void ThreadPool::worker_loop(int self) {
     Job* job;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return stop_ || (job_ != nullptr && generation_ != seen); });
+      auto has_job = [&] { return job_ != nullptr && generation_ != seen; };
+      ++sleeping_;
+      wake_.wait(lock, [&] { return stop_ || has_job() || alarm_ != alarm; });
+      --sleeping_;
       if (stop_) return;
+      if (!has_job()) {  // woken by prewake: poll again
+        alarm = alarm_;
+        continue;
+      }
       seen = generation_;
       job = job_;
       ++active_;
@@ -86,6 +93,15 @@ void ThreadPool::worker_loop(int self) {
       if (--active_ == 0) done_.notify_one();
     }
   }
+}
+
+void ThreadPool::prewake() {
+  if (sleeping_.load(std::memory_order_relaxed) == 0) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++alarm_;
+  }
+  wake_.notify_all();
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain, opf_range_fn fn, void* arg) {

@@ -36,6 +36,11 @@ class ThreadPool {
 
   int num_threads() const { return int(workers_.size()) + 1; }
   void parallel_for(int64_t n, int64_t grain, opf_range_fn fn, void* arg);
+  /// Wakes the workers that sleep, to poll for a job for up to kSpinMicros: a plan calls it as
+  /// a run starts (a run begins after its caller's own work, often past the workers' polling),
+  /// so that the first parallel op finds them awake instead of waking them with its job and
+  /// running most of it alone meanwhile. Costs nothing when none sleeps.
+  void prewake();
 
   /// The C entry point stored in opf_compute_ctx.
   static void entry(void* pool, int64_t n, int64_t grain, opf_range_fn fn, void* arg);
@@ -69,6 +74,8 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stop_{false};
   std::atomic<int> active_{0};  // workers inside the current job
+  std::atomic<int> sleeping_{0};  // workers waiting on wake_
+  uint64_t alarm_ = 0;            // bumped (under mu_) by prewake
   Job* job_ = nullptr;          // the job in flight, cleared once every worker has left it
 };
 

@@ -78,3 +78,35 @@ def test_an_idle_pool_sleeps(kernels):
     before = cpu_seconds()
     time.sleep(1.0)
     assert cpu_seconds() - before < 0.1
+
+
+def test_prewoken_workers_take_the_next_jobs_and_sleep_again(kernels):
+    # A plan wakes its pool's sleeping workers as a run starts (ThreadPool::prewake), from any
+    # thread and while other callers' jobs run: jobs stay complete, and workers woken with no
+    # job poll for a bounded time, then sleep again.
+    pool = _core.ThreadPool(4)
+    rng = np.random.default_rng(1)
+    stop = threading.Event()
+
+    def alarms():
+        while not stop.is_set():
+            pool.prewake()
+            time.sleep(0.0002)
+
+    waker = threading.Thread(target=alarms)
+    waker.start()
+    try:
+        for i in range(200):
+            if i % 20 == 0:
+                time.sleep(0.002)   # the workers go to sleep
+                pool.prewake()
+            x = rng.standard_normal(SIZE + i).astype(np.float32)
+            np.testing.assert_array_equal(relu(kernels, x, pool), np.maximum(x, 0), err_msg=f"call {i}")
+    finally:
+        stop.set()
+        waker.join()
+    time.sleep(0.01)
+    pool.prewake()
+    before = cpu_seconds()
+    time.sleep(1.0)
+    assert cpu_seconds() - before < 0.1
