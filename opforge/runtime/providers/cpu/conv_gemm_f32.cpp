@@ -170,6 +170,8 @@ Cut cut_for(const ConvShape& s, const Source& src, int threads) {
   c.images = s.n * s.group;
   const int64_t macs = c.images * s.mg * c.k * c.grid.count;
   c.slices = threads <= 1 ? 1 : std::clamp<int64_t>(macs / kMinSliceMacs, 1, std::min<int64_t>(threads * kSlicesPerThread, c.items()));
+  // A whole number of slices per thread: 5 slices on 2 threads end when the thread with 3 does
+  if (c.slices > threads) c.slices -= c.slices % threads;
   c.max_run = std::max<int64_t>(1, kL2Bytes / (c.chans_per_block * c.taps * kNR * int64_t(sizeof(float))));
   const bool pointwise = w.k_size() == 1 && !window_strides(w) && !window_pads(w);
   c.direct = (pointwise && s.mg <= kPointwiseDirectRows) ||
