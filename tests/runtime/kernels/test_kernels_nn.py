@@ -198,6 +198,8 @@ STRIDED_CONV_CASES = [
     ((1, 8, 23, 25), (12, 8, 3, 3), dict(strides=[3, 2], pads=[2, 0, 1, 1], dilations=[2, 1])),
     ((1, 5, 9, 20, 21), (7, 5, 3, 3, 3), dict(strides=[2, 2, 2], pads=[1, 1, 1, 1, 1, 1])),
     ((1, 6, 33, 34), (10, 6, 2, 2), dict(strides=[3, 3])),
+    # a stem's few channels, each copied in several pieces of rows (conv_source.h's copy_source)
+    ((1, 3, 120, 122), (16, 3, 3, 3), dict(strides=[2, 2], pads=[1, 0, 1, 1])),
 ]
 
 

@@ -183,13 +183,6 @@ Cut cut_for(const ConvShape& s, const Source& src, int threads) {
 /// Floats of the input's copy (all images and channels), or 0 when B reads the input as it is.
 int64_t copy_floats(const ConvShape& s, const Source& src) { return reads_copy(s.w, src) ? s.n * s.c * src.channel() : 0; }
 
-/// x (N, C, spatial) copied into `out` as the source's planes (conv_source.h).
-void copy_input(KernelContext& ctx, const ConvShape& s, const Source& src, const float* x, float* out) {
-  ctx.parallel_for(s.n * s.c, 16, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) copy_channel(s.w, src, x + c * s.w.in_size(), out + c * src.channel());
-  });
-}
-
 /// The operands and cut of one convolution call; src is the input B is read from (a copy or
 /// not), cstride its channel stride.
 struct Job {
@@ -298,7 +291,7 @@ bool conv_gemm_f32(KernelContext& ctx, const ConvShape& s, const float* x, const
   if (const int64_t copied = copy_floats(s, source)) {
     OPFORGE_CHECK(ctx.workspace_bytes() >= copied * int64_t(sizeof(float)),
                   "the workspace is smaller than the input's copy");
-    copy_input(ctx, s, source, x, ctx.workspace<float>());
+    copy_source(ctx, s.w, source, s.n * s.c, x, ctx.workspace<float>());
     src = ctx.workspace<float>();
     cstride = copied / (s.n * s.c);
   }

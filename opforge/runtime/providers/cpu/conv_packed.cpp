@@ -255,9 +255,7 @@ void packed_conv_compute(KernelContext& ctx) {
     OPFORGE_CHECK(ctx.workspace_bytes() >= s.n * s.c * src.channel() * int64_t(sizeof(float)),
                   "the workspace is smaller than the input's copy");
     float* copy = ctx.workspace<float>();
-    ctx.parallel_for(s.n * s.c, 16, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) copy_channel(s.w, src, job.src + c * s.w.in_size(), copy + c * src.channel());
-    });
+    copy_source(ctx, s.w, src, s.n * s.c, job.src, copy);
     job.src = copy;
   }
   for (int64_t c = 0; c < s.c; ++c)
