@@ -394,6 +394,13 @@ INNER_POOL_CASES = [
     ((1, 3, 70, 70), dict(kernel_shape=[2, 2], strides=[2, 2])),
     ((1, 3, 90, 93), dict(kernel_shape=[5, 5], strides=[2, 2], pads=[2, 2, 2, 2])),
     ((1, 3, 40, 90), dict(kernel_shape=[5, 5], pads=[2, 2, 2, 2])),
+    # rows shorter than a vector's reads: inner while the reads past a row's end feed no output
+    # (and stay inside the plane), masked where the last window reaches past the row (ceil_mode)
+    ((1, 4, 27, 27), dict(kernel_shape=[3, 3], strides=[2, 2])),
+    ((1, 4, 55, 55), dict(kernel_shape=[3, 3], strides=[2, 2])),
+    ((1, 4, 28, 28), dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)),
+    ((1, 4, 14, 14), dict(kernel_shape=[2, 2], strides=[2, 2])),
+    ((1, 4, 13, 9), dict(kernel_shape=[3, 3], pads=[0, 0, 1, 0])),
 ]
 
 

@@ -49,6 +49,10 @@ struct RowTaps {
   int64_t vectors = 0, k = 0;
   bool adjacent = false;  ///< taps one column apart: with stride 2, two taps share their loads
   int64_t inner_begin = 0, inner_end = 0;  ///< output vectors whose every tap lies inside the row
+  /// Vectors [inner_end, over_end) read past the row's end only for lanes that are no outputs
+  /// (a 13-output row of 27 floats reads 33): inner too, on rows with `overrun` floats of the
+  /// plane after them.
+  int64_t over_end = 0, overrun = 0;
   std::vector<TapLoad> loads;
   std::vector<__mmask16> stores;
 };
@@ -72,6 +76,13 @@ void row_taps(const Window& w, RowTaps& t) {
   const int64_t past = w.in[2] + w.pad[2] - kLanes * s - t.k + 1;  // the last inner vector's first column, + pad
   t.inner_end = t.adjacent && past >= 0 ? std::clamp<int64_t>(past / (kLanes * s) + 1, t.inner_begin, t.vectors)
                                         : t.inner_begin;
+  t.over_end = t.inner_end, t.overrun = 0;
+  for (int64_t v = t.inner_end; t.adjacent && v < t.vectors; ++v) {
+    const int64_t first = v * kLanes * s - w.pad[2], last_output = std::min(w.out[2], (v + 1) * kLanes) - 1;
+    if (first < 0 || last_output * s - w.pad[2] + t.k > w.in[2]) break;
+    t.overrun = std::max(t.overrun, first + kLanes * s + t.k - 1 - w.in[2]);
+    t.over_end = v + 1;
+  }
 }
 
 template <bool Max>
@@ -111,7 +122,7 @@ __attribute__((always_inline)) inline __m512 reduce_inner(const float* x, __m512
 /// column of the row (the last vector's lanes past the row's outputs are scratch). K is the
 /// window's width when fixed at compile time, else 0.
 template <int Step, int K, bool Max>
-void reduce_row(const RowTaps& t, const float* x, float fill, float* out) {
+void reduce_row(const RowTaps& t, const float* x, float fill, float* out, bool may_overrun) {
   const __m512 pad = _mm512_set1_ps(fill);
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
@@ -119,9 +130,10 @@ void reduce_row(const RowTaps& t, const float* x, float fill, float* out) {
   // With stride 2 and adjacent taps, the 32 floats loaded for tap kw hold tap kw + 1's inputs too
   // (the odd lanes), so taps go in pairs.
   const int64_t tap_step = Step == 2 && t.adjacent ? 2 : 1;
+  const int64_t inner_end = may_overrun ? t.over_end : t.inner_end;
   for (int64_t v = 0; v < t.vectors; ++v) {
     const TapLoad* load = t.loads.data() + v * k;
-    if (K > 0 && v >= t.inner_begin && v < t.inner_end) {
+    if (K > 0 && v >= t.inner_begin && v < inner_end) {
       _mm512_storeu_ps(out + v * kLanes, reduce_inner<Step, (K > 0 ? K : 1), Max>(x + load[0].col, pad, even, odd));
       continue;
     }
@@ -169,7 +181,7 @@ void run_plane(const PoolPlan& plan, const RowTaps& t, const float* x, const flo
     // dilation a row between two taps may be reduced needlessly.
     if (th.hi[oh] > th.lo[oh]) {
       for (int64_t h = std::max(done, first); h <= last; ++h)
-        reduce_row<Step, K, Max>(t, x + h * w.in[2], fill, rows + h * pitch);
+        reduce_row<Step, K, Max>(t, x + h * w.in[2], fill, rows + h * pitch, (w.in[1] - 1 - h) * w.in[2] >= t.overrun);
       done = std::max(done, last + 1);
     }
     float* out = y + oh * w.out[2];
