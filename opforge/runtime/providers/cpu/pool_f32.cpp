@@ -238,22 +238,24 @@ void flat_taps(const Window& w, FlatTaps& t) {
   t.off_w.clear(), t.off_h.clear(), t.mask_w.clear(), t.mask_h.clear(), t.stores.clear();
   for (int64_t kw = 0; kw < w.k[2]; ++kw) t.off_w.push_back(kw * w.dil[2] - w.pad[2]);
   for (int64_t kh = 0; kh < w.k[1]; ++kh) t.off_h.push_back((kh * w.dil[1] - w.pad[1]) * width);
+  // Each lane's column and row, counted on from lane to lane (no division), then one compare per
+  // tap and bound: the masks of a 28x28 plane took ~8 us per call worked out lane by lane.
+  alignas(64) int32_t cols[kLanes], rows[kLanes];
+  int64_t col = 0, row = 0;
   for (int64_t v = 0; v < t.vectors; ++v) {
-    auto mask = [&](auto inside) {
-      uint32_t m = 0;
-      for (int64_t l = 0; l < kLanes; ++l)
-        if (v * kLanes + l < n && inside(v * kLanes + l)) m |= 1u << l;
-      return __mmask16(m);
+    for (int l = 0; l < kLanes; ++l) {
+      cols[l] = int32_t(col), rows[l] = int32_t(row);
+      if (++col == width) col = 0, ++row;
+    }
+    const __m512i c = _mm512_load_si512(cols), r = _mm512_load_si512(rows);
+    const __mmask16 in_plane = lanes_inside(v * kLanes, n);
+    auto inside = [&](__m512i at, int64_t d, int64_t size) {  // lanes with 0 <= at + d < size
+      return __mmask16(in_plane & _mm512_cmpge_epi32_mask(at, _mm512_set1_epi32(int32_t(-d))) &
+                       _mm512_cmplt_epi32_mask(at, _mm512_set1_epi32(int32_t(size - d))));
     };
-    for (int64_t kw = 0; kw < w.k[2]; ++kw) {
-      const int64_t d = kw * w.dil[2] - w.pad[2];
-      t.mask_w.push_back(mask([&](int64_t i) { return i % width + d >= 0 && i % width + d < width; }));
-    }
-    for (int64_t kh = 0; kh < w.k[1]; ++kh) {
-      const int64_t d = kh * w.dil[1] - w.pad[1];
-      t.mask_h.push_back(mask([&](int64_t i) { return i / width + d >= 0 && i / width + d < height; }));
-    }
-    t.stores.push_back(mask([](int64_t) { return true; }));
+    for (int64_t kw = 0; kw < w.k[2]; ++kw) t.mask_w.push_back(inside(c, kw * w.dil[2] - w.pad[2], width));
+    for (int64_t kh = 0; kh < w.k[1]; ++kh) t.mask_h.push_back(inside(r, kh * w.dil[1] - w.pad[1], height));
+    t.stores.push_back(in_plane);
   }
 }
 
