@@ -217,6 +217,31 @@ def test_concat_inputs_written_in_place_match_onnxruntime(threads):
     assert parts == {"c0": "fire", "r1": "fire", "fire": "nested"}, parts   # c2 is read again; c3 four times
 
 
+def test_concat_inputs_of_data_dependent_sizes_stay_right():
+    # The plan puts a2 and b2 in y at the sizes of the recorded run (16 + 16 floats). With 24
+    # positives a2 outgrows its place (it gets memory of its own) and b2, smaller, still sits at
+    # y's float 16, where a2's copy goes: the Concat copies such a piece out before it copies.
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["pos"]), helper.make_node("Not", ["pos"], ["neg"]),
+             helper.make_node("Compress", ["x", "pos"], ["a"], axis=0),
+             helper.make_node("Compress", ["x", "neg"], ["b"], axis=0),
+             helper.make_node("Neg", ["a"], ["a2"]), helper.make_node("Abs", ["b"], ["b2"]),
+             helper.make_node("Concat", ["a2", "b2"], ["y"], axis=0), helper.make_node("Relu", ["y"], ["out"])]
+    graph = helper.make_graph(nodes, "sizes", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [32])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                              [helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    sess = opforge.InferenceSession(m)
+    rng = np.random.default_rng(0)
+    for positives in (16, 16, 24, 8, 16, 30):
+        x = np.concatenate([rng.uniform(1, 2, positives), -rng.uniform(1, 2, 32 - positives)]).astype(np.float32)
+        rng.shuffle(x)
+        want = np.maximum(np.concatenate([-x[x > 0], np.abs(x[x <= 0])]), 0)
+        np.testing.assert_array_equal(sess.run(None, {"x": x})[0], want, err_msg=f"{positives} positives")
+    blocks = sess.memory_plan({"x": x}).memory.blocks
+    assert (blocks["a"].kind, blocks["b"].kind) == ("part", "part")
+
+
 def test_light_model_planned_run_matches_onnxruntime():
     model = light_model("light_squeezenet")
     ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])

@@ -19,11 +19,26 @@ struct Piece {
 void copy_pieces(const KernelContext& ctx, char* whole, int64_t whole_row, const std::vector<Piece>& pieces,
                  int64_t outer, bool gather) {
   if (outer == 1) {
+    // The session's memory plan has producers write a Concat's inputs straight into the output
+    // at their offsets (plan/memory.py, join_parts); copy_bytes skips a piece already in place.
+    // A piece of a data-dependent size can sit inside the output but elsewhere, where another
+    // piece's bytes go: such pieces are copied out first, so no copy overwrites one not yet done.
+    std::vector<Piece> from = pieces;
+    std::vector<std::vector<char>> staged;
+    if (gather) {
+      int64_t total = 0, off = 0;
+      for (const Piece& p : pieces) total += p.row_bytes;
+      for (Piece& p : from) {
+        if (p.data != nullptr && p.data != whole + off && p.data < whole + total && whole < p.data + p.row_bytes) {
+          staged.emplace_back(p.data, p.data + p.row_bytes);
+          p.data = staged.back().data();
+        }
+        off += p.row_bytes;
+      }
+    }
     int64_t off = 0;
-    for (const Piece& p : pieces) {
-      // a piece already in place: the session's memory plan has its producer write a Concat's
-      // input straight into the output (plan/memory.py, join_parts)
-      if (p.data != nullptr && p.data != whole + off)
+    for (const Piece& p : from) {
+      if (p.data != nullptr)
         copy_bytes(ctx, gather ? whole + off : p.data, gather ? p.data : whole + off, p.row_bytes);
       off += p.row_bytes;
     }
