@@ -260,19 +260,22 @@ void flat_taps(const Window& w, FlatTaps& t) {
 }
 
 /// One plane run flat: the row pass into `h` (t.vectors * 16 floats), then the column pass
-/// into y, times inv (per position) for the mean.
-template <bool Max>
+/// into y, times inv (per position) for the mean. KW and KH are the window's width and height
+/// when fixed at compile time (3x3: the tap loops unroll), else 0.
+template <bool Max, int KW, int KH>
 void run_flat(const FlatTaps& t, const float* x, const float* inv, float* h, float* y) {
   const __m512 fill = _mm512_set1_ps(Max ? -std::numeric_limits<float>::infinity() : 0.f);
-  const int64_t kw_n = int64_t(t.off_w.size()), kh_n = int64_t(t.off_h.size());
+  const int64_t kw_n = KW > 0 ? KW : int64_t(t.off_w.size()), kh_n = KH > 0 ? KH : int64_t(t.off_h.size());
   for (int64_t v = 0; v < t.vectors; ++v) {
     __m512 acc = fill;
+#pragma GCC unroll 4
     for (int64_t kw = 0; kw < kw_n; ++kw)
       acc = combine<Max>(acc, _mm512_mask_loadu_ps(fill, t.mask_w[size_t(v * kw_n + kw)], x + v * kLanes + t.off_w[size_t(kw)]));
     _mm512_storeu_ps(h + v * kLanes, acc);
   }
   for (int64_t v = 0; v < t.vectors; ++v) {
     __m512 acc = fill;
+#pragma GCC unroll 4
     for (int64_t kh = 0; kh < kh_n; ++kh)
       acc = combine<Max>(acc, _mm512_mask_loadu_ps(fill, t.mask_h[size_t(v * kh_n + kh)], h + v * kLanes + t.off_h[size_t(kh)]));
     if (!Max) acc = _mm512_mul_ps(acc, _mm512_loadu_ps(inv + v * kLanes));
@@ -293,14 +296,14 @@ void pool_flat(KernelContext& ctx, const PoolPlan& plan, bool max, bool include_
   }
   const FlatTaps& shared_taps = taps;
   const float* shared_inv = inv.data();
+  using Runner = void (*)(const FlatTaps&, const float*, const float*, float*, float*);
+  const bool k3 = w.k[1] == 3 && w.k[2] == 3;
+  const Runner run = max ? (k3 ? run_flat<true, 3, 3> : run_flat<true, 0, 0>)
+                         : (k3 ? run_flat<false, 3, 3> : run_flat<false, 0, 0>);
   ctx.parallel_for(plan.planes, std::max<int64_t>(1, 16384 / (2 * n)), [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> h;
     h.resize(size_t(padded));
-    for (int64_t c = begin; c < end; ++c)
-      if (max)
-        run_flat<true>(shared_taps, x + c * n, shared_inv, h.data(), y + c * n);
-      else
-        run_flat<false>(shared_taps, x + c * n, shared_inv, h.data(), y + c * n);
+    for (int64_t c = begin; c < end; ++c) run(shared_taps, x + c * n, shared_inv, h.data(), y + c * n);
   });
 }
 
