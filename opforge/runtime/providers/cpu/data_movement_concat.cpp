@@ -1,5 +1,7 @@
 // data_movement_concat.cpp: Concat and Split, which copy row blocks between one tensor and many.
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "data_movement.h"
 
@@ -16,19 +18,18 @@ struct Piece {
 
 /// Copies between a whole tensor (rows of `whole_row` bytes) and its pieces, `outer` rows each;
 /// `gather` true builds the whole from the pieces (Concat), false cuts it up (Split).
-void copy_pieces(const KernelContext& ctx, char* whole, int64_t whole_row, const std::vector<Piece>& pieces,
+void copy_pieces(const KernelContext& ctx, char* whole, int64_t whole_row, std::vector<Piece> pieces,
                  int64_t outer, bool gather) {
   if (outer == 1) {
     // The session's memory plan has producers write a Concat's inputs straight into the output
     // at their offsets (plan/memory.py, join_parts); copy_bytes skips a piece already in place.
     // A piece of a data-dependent size can sit inside the output but elsewhere, where another
     // piece's bytes go: such pieces are copied out first, so no copy overwrites one not yet done.
-    std::vector<Piece> from = pieces;
     std::vector<std::vector<char>> staged;
     if (gather) {
       int64_t total = 0, off = 0;
       for (const Piece& p : pieces) total += p.row_bytes;
-      for (Piece& p : from) {
+      for (Piece& p : pieces) {
         if (p.data != nullptr && p.data != whole + off && p.data < whole + total && whole < p.data + p.row_bytes) {
           staged.emplace_back(p.data, p.data + p.row_bytes);
           p.data = staged.back().data();
@@ -37,7 +38,7 @@ void copy_pieces(const KernelContext& ctx, char* whole, int64_t whole_row, const
       }
     }
     int64_t off = 0;
-    for (const Piece& p : from) {
+    for (const Piece& p : pieces) {
       if (p.data != nullptr)
         copy_bytes(ctx, gather ? whole + off : p.data, gather ? p.data : whole + off, p.row_bytes);
       off += p.row_bytes;
@@ -94,7 +95,7 @@ void concat_compute(KernelContext& ctx) {
   std::vector<Piece> pieces;
   for (int i = 0; i < ctx.num_inputs(); ++i)
     pieces.push_back({static_cast<char*>(ctx.input(i).raw()), ctx.input(i).size(int(axis)) * inner * es});
-  copy_pieces(ctx, static_cast<char*>(y.raw()), out[size_t(axis)] * inner * es, pieces, outer, true);
+  copy_pieces(ctx, static_cast<char*>(y.raw()), out[size_t(axis)] * inner * es, std::move(pieces), outer, true);
 }
 
 /// Split sizes along `axis` (of size `dim`) for `n` outputs, from the attribute, the input,
@@ -152,7 +153,7 @@ template <int V> void split_compute(KernelContext& ctx) {
     const Tensor y = ctx.output(i);
     pieces.push_back({y.defined() ? static_cast<char*>(y.raw()) : nullptr, sizes[size_t(i)] * inner * es});
   }
-  copy_pieces(ctx, static_cast<char*>(x.raw()), in[size_t(axis)] * inner * es, pieces, outer, false);
+  copy_pieces(ctx, static_cast<char*>(x.raw()), in[size_t(axis)] * inner * es, std::move(pieces), outer, false);
 }
 
 }  // namespace

@@ -133,9 +133,11 @@ void reduce_row(const RowTaps& t, const float* x, float fill, float* out, bool m
   const int64_t inner_end = may_overrun ? t.over_end : t.inner_end;
   for (int64_t v = 0; v < t.vectors; ++v) {
     const TapLoad* load = t.loads.data() + v * k;
-    if (K > 0 && v >= t.inner_begin && v < inner_end) {
-      _mm512_storeu_ps(out + v * kLanes, reduce_inner<Step, (K > 0 ? K : 1), Max>(x + load[0].col, pad, even, odd));
-      continue;
+    if constexpr (K > 0) {
+      if (v >= t.inner_begin && v < inner_end) {
+        _mm512_storeu_ps(out + v * kLanes, reduce_inner<Step, K, Max>(x + load[0].col, pad, even, odd));
+        continue;
+      }
     }
     __m512 acc = pad;
 #pragma GCC unroll 4
@@ -260,12 +262,12 @@ void flat_taps(const Window& w, FlatTaps& t) {
 }
 
 /// One plane run flat: the row pass into `h` (t.vectors * 16 floats), then the column pass
-/// into y, times inv (per position) for the mean. KW and KH are the window's width and height
-/// when fixed at compile time (3x3: the tap loops unroll), else 0.
-template <bool Max, int KW, int KH>
+/// into y, times inv (per position) for the mean. K is the window's height and width when both
+/// are the same and fixed at compile time (3x3: the tap loops unroll), else 0.
+template <bool Max, int K>
 void run_flat(const FlatTaps& t, const float* x, const float* inv, float* h, float* y) {
   const __m512 fill = _mm512_set1_ps(Max ? -std::numeric_limits<float>::infinity() : 0.f);
-  const int64_t kw_n = KW > 0 ? KW : int64_t(t.off_w.size()), kh_n = KH > 0 ? KH : int64_t(t.off_h.size());
+  const int64_t kw_n = K > 0 ? K : int64_t(t.off_w.size()), kh_n = K > 0 ? K : int64_t(t.off_h.size());
   for (int64_t v = 0; v < t.vectors; ++v) {
     __m512 acc = fill;
 #pragma GCC unroll 4
@@ -298,8 +300,7 @@ void pool_flat(KernelContext& ctx, const PoolPlan& plan, bool max, bool include_
   const float* shared_inv = inv.data();
   using Runner = void (*)(const FlatTaps&, const float*, const float*, float*, float*);
   const bool k3 = w.k[1] == 3 && w.k[2] == 3;
-  const Runner run = max ? (k3 ? run_flat<true, 3, 3> : run_flat<true, 0, 0>)
-                         : (k3 ? run_flat<false, 3, 3> : run_flat<false, 0, 0>);
+  const Runner run = max ? (k3 ? run_flat<true, 3> : run_flat<true, 0>) : (k3 ? run_flat<false, 3> : run_flat<false, 0>);
   ctx.parallel_for(plan.planes, std::max<int64_t>(1, 16384 / (2 * n)), [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> h;
     h.resize(size_t(padded));
