@@ -222,7 +222,8 @@ void run_kblock(const Job& job, int64_t image, int64_t t0, int64_t t1, int64_t m
   const int64_t y0 = (n * s.m + g * s.mg) * p;
   const int64_t cb = std::min(c.chans_per_block, s.cg - c0), kc = cb * c.taps;
   const int64_t step = c.grid.is_virtual ? 1 : s.w.stride[2];
-  pack.resize(size_t((t1 - t0) * kc * kNR));
+  // grown, never shrunk: resizing up again would zero what every tile writes anyway
+  if (pack.size() < size_t((t1 - t0) * kc * kNR)) pack.resize(size_t((t1 - t0) * kc * kNR));
   const bool bounded = window_pads(s.w) && !c.grid.is_virtual;
   for (int64_t t = t0; t < t1; ++t) {
     float* out = pack.data() + (t - t0) * kc * kNR;

@@ -214,7 +214,8 @@ void run_task(const Job& job, int64_t image, int64_t panel, int64_t b0, int64_t 
   thread_local std::vector<float> scratch;
   int64_t positions = 0;
   for (int64_t b = b0; b < b1; ++b) positions += job.blocks[size_t(b)].rows;
-  scratch.resize(size_t(positions * kPanel));  // the sums between K blocks
+  // the sums between K blocks; grown, never shrunk (growing zeroes what the first block writes)
+  if (scratch.size() < size_t(positions * kPanel)) scratch.resize(size_t(positions * kPanel));
   const float* src = job.src + image * job.s.c * job.cstride;
   const float* wp = job.w + panel * job.k * kPanel;
   const int64_t m0 = panel * kPanel, p = job.s.w.out_size(), first_row = (image * job.s.m + m0) * p;

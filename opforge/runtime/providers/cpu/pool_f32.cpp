@@ -303,7 +303,7 @@ void pool_flat(KernelContext& ctx, const PoolPlan& plan, bool max, bool include_
   const Runner run = max ? (k3 ? run_flat<true, 3> : run_flat<true, 0>) : (k3 ? run_flat<false, 3> : run_flat<false, 0>);
   ctx.parallel_for(plan.planes, std::max<int64_t>(1, 16384 / (2 * n)), [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> h;
-    h.resize(size_t(padded));
+    if (h.size() < size_t(padded)) h.resize(size_t(padded));
     for (int64_t c = begin; c < end; ++c) run(shared_taps, x + c * n, shared_inv, h.data(), y + c * n);
   });
 }
