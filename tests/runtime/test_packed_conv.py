@@ -71,18 +71,19 @@ def feeds(x_shape, y_shape=None):
     return out
 
 
-# (X shape, W shape, attributes): all with K = C x taps at or above pack_conv_weights' minimums
+# (X shape, W shape, attributes): all convs that pack_conv_weights packs
 CASES = {
     "3x3_k432": ((1, 48, 13, 13), (50, 48, 3, 3), dict(pads=[1, 1, 1, 1])),
-    # 40 outputs: a full panel and one of 8; rows of 29 in blocks of 10, 10 and 9
-    "3x3": ((1, 64, 29, 29), (40, 64, 3, 3), dict(pads=[1, 1, 1, 1])),
-    "stride2_pads": ((2, 60, 17, 15), (33, 60, 3, 3), dict(strides=[2, 2], pads=[1, 0, 1, 2])),
+    # 56 outputs: a full panel and one of 24; rows of 29 in blocks of 10, 10 and 9
+    "3x3": ((1, 64, 29, 29), (56, 64, 3, 3), dict(pads=[1, 1, 1, 1])),
+    "stride2_pads": ((2, 60, 17, 15), (52, 60, 3, 3), dict(strides=[2, 2], pads=[1, 0, 1, 2])),
     "dilation": ((1, 64, 16, 16), (32, 64, 3, 3), dict(dilations=[2, 2], pads=[2, 2, 2, 2])),
-    "5x3": ((1, 40, 12, 14), (20, 40, 5, 3), dict(pads=[2, 1, 2, 1])),
-    "1x1_long_sum": ((1, 1024, 7, 7), (70, 1024, 1, 1), {}),
-    "1x1_stride2_small_map": ((1, 512, 13, 13), (48, 512, 1, 1), dict(strides=[2, 2])),
+    "5x3": ((1, 40, 12, 14), (48, 40, 5, 3), dict(pads=[2, 1, 2, 1])),
+    "1x1_long_sum": ((1, 1024, 7, 7), (90, 1024, 1, 1), {}),
+    "1x1_stride2_small_map": ((1, 512, 13, 13), (60, 512, 1, 1), dict(strides=[2, 2])),
+    "1x1_short_sum": ((1, 16, 20, 20), (64, 16, 1, 1), {}),
     # 1600 positions: the map is cut into tasks of at most 1024 even on one thread
-    "large_map": ((1, 64, 40, 40), (16, 64, 3, 3), dict(pads=[1, 1, 1, 1])),
+    "large_map": ((1, 64, 40, 40), (30, 64, 3, 3), dict(pads=[1, 1, 1, 1])),
 }
 
 
@@ -114,9 +115,11 @@ def test_fused_conv_epilogue(act, params, z):
 
 
 @pytest.mark.parametrize("x_shape, w_shape, attrs", [
-    ((1, 32, 14, 14), (64, 32, 3, 3), dict(pads=[1, 1, 1, 1])),   # K = 288: a short sum
-    ((1, 448, 9, 9), (64, 448, 1, 1), {}),                        # 1x1, K = 448 over 81 positions
-    ((1, 512, 28, 28), (64, 512, 1, 1), {}),                      # 1x1, K = 512 over 784 positions
+    ((1, 3, 32, 32), (64, 3, 3, 3), dict(pads=[1, 1, 1, 1])),     # 3 input channels: read in place
+    ((1, 128, 27, 27), (16, 128, 1, 1), {}),                      # 1x1, M = 16: half a panel
+    ((1, 512, 13, 13), (48, 512, 1, 1), {}),                      # 1x1, M = 48: a third of a panel empty
+    ((1, 32, 14, 14), (128, 32, 1, 1), {}),                       # 1x1, K = 32 and M = 128
+    ((1, 40, 12, 14), (20, 40, 3, 3), dict(pads=[1, 1, 1, 1])),   # 3x3, M = 20
     ((1, 64, 14, 14), (64, 32, 3, 3), dict(pads=[1, 1, 1, 1], group=2)),
 ])
 def test_convs_that_stay_unpacked(x_shape, w_shape, attrs):

@@ -13,16 +13,22 @@ from opforge.runtime.graph.types import TensorType
 from opforge.runtime.passes.pack_matmul_weights import OPFORGE, _cpu_flags, pack_weights
 from opforge.runtime.passes.rewrite import MICROSOFT, Uses, attribute, can_bind, constant, new_initializer
 
-# Which convs pack, by K = input channels x taps (the sum per output) and output positions per
-# image. Measured on resnet50's and squeezenet's convs at 1 thread (Zen 5, GFLOP/s, PackedConv
-# against conv_gemm_f32): every 3x3 with K >= 432 gains (56x56 226 / 202, 13x13 187 / 167, 7x7
-# 240 / 178, stride 2 215 / 172), K = 288 and 144 lose (188 / 199, 164 / 184); 1x1 convs gain
-# with K >= 1024 (229 / 216 at 14x14, 228 / 183 at 7x7) or a 7x7 map (209 / 193 at K = 512) and
-# lose below (K = 64..256: 122-191 / 182-227; K = 512 at 28x28: 221 / 240): a short sum spends
-# more of its time storing the tile's rows and gathering them back.
-MIN_K = 384
-MIN_K_POINTWISE = 1024
-MIN_K_POINTWISE_SMALL_MAP, SMALL_MAP = 512, 64
+# Which convs pack. Measured on every distinct single-group conv of the onnx wheel's light zoo
+# (200 shapes; Zen 5, 1 and 2 threads, PackedConv against conv_gemm_f32, each conv alone):
+# packing wins on nearly all of them; summed over a model's convs, all packed against none,
+# resnet50 at 1 thread 16.4 / 18.4 ms, inception_v1 11.3 / 13.5, squeezenet 2.34 / 2.51
+# (3x3 of 16 input channels on 55x55: 0.243 / 0.295 ms). It loses where
+# - the input has at most MAX_DIRECT_CHANNELS channels (a network's first conv), which
+#   conv_gemm_f32 reads in place: VGG's 3x3 on 3x224x224 1.12 ms unpacked, 1.97 packed;
+# - a 1x1 conv's M leaves much of its last 32-channel panel empty (M = 16: 1.27-1.46x;
+#   M = 48: 1.07-1.14x; M = 112 and 144, 1.14 and 1.11 panels' worth, break even), or its
+#   sum is short and M large (K = 32..64, M >= 128: 1.05-1.10x at 1 thread);
+# - any conv's M is a small part of its panels (M = 16 or 24); with longer sums a 3x3 or
+#   5x5 of M = 48 still gains (0.66x).
+MAX_DIRECT_CHANNELS = 4
+MIN_K_POINTWISE, MAX_M_SHORT_POINTWISE = 128, 64
+MAX_PANEL_WASTE_POINTWISE, MAX_PANEL_WASTE = 1.15, 1.34
+PANEL = 32
 _COPIED = ("activation", "activation_params", "auto_pad", "dilations", "pads", "strides")
 _ATTR_TYPES = {"M": AttributeProto.INT, "kernel_shape": AttributeProto.INTS, "activation": AttributeProto.STRING,
                "activation_params": AttributeProto.FLOATS, "auto_pad": AttributeProto.STRING,
@@ -31,8 +37,8 @@ _ATTR_TYPES = {"M": AttributeProto.INT, "kernel_shape": AttributeProto.INTS, "ac
 
 def pack_conv_weights(graph: Graph, context) -> int:
     """Rewrites each float32 2-D Conv or com.microsoft FusedConv of one group whose W is a
-    constant initializer, with a sum of at least MIN_K (1x1: MIN_K_POINTWISE, or
-    MIN_K_POINTWISE_SMALL_MAP over at most SMALL_MAP output positions) into PackedConv, where the CPU has AVX-512F and $OPFORGE_GEMM_ISA is "auto" or "avx512". The
+    constant initializer, and whose shape packing suits (see above), into PackedConv, where
+    the CPU has AVX-512F and $OPFORGE_GEMM_ISA is "auto" or "avx512". The
     unpacked weights are dropped when nothing else reads them. Returns how many nodes were
     packed."""
     if config.gemm_isa() not in ("auto", "avx512") or "avx512f" not in _cpu_flags():
@@ -63,11 +69,15 @@ def _weights(graph: Graph, node: Node, context) -> np.ndarray | None:
     h, wd = y.shape[2:]
     if not (isinstance(h, int) and isinstance(wd, int) and h * wd > 0):
         return None
+    m, c = int(w.shape[0]), int(w.shape[1])
     k = int(np.prod(w.shape[1:]))
-    if w.shape[2] * w.shape[3] == 1:
-        packs = k >= MIN_K_POINTWISE or (k >= MIN_K_POINTWISE_SMALL_MAP and h * wd <= SMALL_MAP)
+    waste = -(-m // PANEL) * PANEL / m
+    if c <= MAX_DIRECT_CHANNELS:
+        packs = False
+    elif w.shape[2] * w.shape[3] == 1:
+        packs = waste <= MAX_PANEL_WASTE_POINTWISE and (k >= MIN_K_POINTWISE or m <= MAX_M_SHORT_POINTWISE)
     else:
-        packs = k >= MIN_K
+        packs = waste <= MAX_PANEL_WASTE
     return w if packs else None
 
 

@@ -270,10 +270,15 @@ void packed_conv_compute(KernelContext& ctx) {
   if (ctx.has_input(2)) std::copy_n(ctx.input(2).data<float>(), s.m, job.bias.begin());
   const int64_t nb = int64_t(job.blocks.size());
   const int64_t units = s.n * panels, want = ctx.num_threads() > 1 ? ctx.num_threads() * kTasksPerThread : 1;
-  const int64_t chunks = std::clamp<int64_t>(std::max((want + units - 1) / units, (s.w.out_size() + kTaskPositions - 1) / kTaskPositions), 1, nb);
+  // At least a chunk of the map per thread, and tasks ordered chunk by chunk, so each thread takes
+  // a run of positions over every panel: the parts of X and Y it touches are those the convs
+  // before and after it (cut by positions too) touched on the same thread. Cut by panels,
+  // both threads read all of X: squeezenet at 2 threads, 10 alternating runs, 2.03 -> 1.86 ms.
+  const int64_t chunks = std::clamp<int64_t>(
+      std::max<int64_t>({(want + units - 1) / units, (s.w.out_size() + kTaskPositions - 1) / kTaskPositions, int64_t(ctx.num_threads())}), 1, nb);
   ctx.parallel_for(units * chunks, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t unit = t / chunks, chunk = t % chunks;
+      const int64_t unit = t % units, chunk = t / units;
       run_task(job, unit / panels, unit % panels, chunk * nb / chunks, (chunk + 1) * nb / chunks);
     }
   });
