@@ -433,7 +433,8 @@ def test_pools_wide_rows(kernels, attrs, dtype):
 
 
 # The model zoo's pools (resnet50, shufflenet, squeezenet, inception_v2, densenet121, vgg19),
-# on two threads: planes split between them, rows longer than one vector, both stride-2 tap pairs.
+# on two threads: planes split between them, rows longer than one vector, both stride-2 tap pairs,
+# and 3x3 windows of stride 2 taken down the rows first where all three rows lie in the plane.
 ZOO_POOL_CASES = [
     ("MaxPool", (1, 24, 112, 112), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
     ("MaxPool", (1, 64, 111, 111), dict(kernel_shape=[3, 3], strides=[2, 2])),

@@ -118,6 +118,28 @@ __attribute__((always_inline)) inline __m512 reduce_inner(const float* x, __m512
   }
 }
 
+/// Output vector v of row x by the masked loads of `load` (taps in adjacent pairs when Pairs):
+/// any vector, the row's edges included.
+template <int Step, bool Max, bool Pairs>
+__attribute__((always_inline)) inline __m512 reduce_masked(const TapLoad* load, int64_t k, const float* x, __m512 pad,
+                                                           __m512i even, __m512i odd) {
+  constexpr int64_t tap_step = Step == 2 && Pairs ? 2 : 1;
+  __m512 acc = pad;
+#pragma GCC unroll 4
+  for (int64_t kw = 0; kw < k; kw += tap_step) {
+    // masked lanes are not read, so a column before or past the row is safe
+    const __m512 a = _mm512_mask_loadu_ps(pad, load[kw].first, x + load[kw].col);
+    if constexpr (Step == 1) {
+      acc = combine<Max>(acc, a);
+    } else {
+      const __m512 b = _mm512_mask_loadu_ps(pad, load[kw].second, x + load[kw].col + kLanes);
+      acc = combine<Max>(acc, _mm512_permutex2var_ps(a, even, b));
+      if (tap_step == 2 && kw + 1 < k) acc = combine<Max>(acc, _mm512_permutex2var_ps(a, odd, b));
+    }
+  }
+  return acc;
+}
+
 /// out[v * 16 + t] = reduction over the window's taps along input row x, for every output
 /// column of the row (the last vector's lanes past the row's outputs are scratch). K is the
 /// window's width when fixed at compile time, else 0.
@@ -127,9 +149,6 @@ void reduce_row(const RowTaps& t, const float* x, float fill, float* out, bool m
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   const int64_t k = K > 0 ? K : t.k;
-  // With stride 2 and adjacent taps, the 32 floats loaded for tap kw hold tap kw + 1's inputs too
-  // (the odd lanes), so taps go in pairs.
-  const int64_t tap_step = Step == 2 && t.adjacent ? 2 : 1;
   const int64_t inner_end = may_overrun ? t.over_end : t.inner_end;
   for (int64_t v = 0; v < t.vectors; ++v) {
     const TapLoad* load = t.loads.data() + v * k;
@@ -139,19 +158,10 @@ void reduce_row(const RowTaps& t, const float* x, float fill, float* out, bool m
         continue;
       }
     }
-    __m512 acc = pad;
-#pragma GCC unroll 4
-    for (int64_t kw = 0; kw < k; kw += tap_step) {
-      // masked lanes are not read, so a column before or past the row is safe
-      const __m512 a = _mm512_mask_loadu_ps(pad, load[kw].first, x + load[kw].col);
-      if constexpr (Step == 1) {
-        acc = combine<Max>(acc, a);
-      } else {
-        const __m512 b = _mm512_mask_loadu_ps(pad, load[kw].second, x + load[kw].col + kLanes);
-        acc = combine<Max>(acc, _mm512_permutex2var_ps(a, even, b));
-        if (tap_step == 2 && kw + 1 < k) acc = combine<Max>(acc, _mm512_permutex2var_ps(a, odd, b));
-      }
-    }
+    // With stride 2 and adjacent taps, the 32 floats loaded for tap kw hold tap kw + 1's inputs
+    // too (the odd lanes), so taps go in pairs.
+    const __m512 acc = t.adjacent ? reduce_masked<Step, Max, true>(load, k, x, pad, even, odd)
+                                  : reduce_masked<Step, Max, false>(load, k, x, pad, even, odd);
     _mm512_storeu_ps(out + v * kLanes, acc);
   }
 }
@@ -167,6 +177,45 @@ void inverse_counts(const PoolPlan& plan, bool include_pad, int64_t pitch, std::
     }
 }
 
+/// One output row of a 3x3 window of stride 2 whose three input rows r0, r1, r2 (consecutive)
+/// all lie in the plane: each output vector takes the reduction down the three rows first,
+/// then along it (two permutes pick the even and odd columns, a third the next even), instead
+/// of reducing each row along its width into a scratch row and the scratch rows down: a third
+/// of the permutes, and no scratch. The vectors at the row's edges take each row's masked
+/// reduction.
+template <bool Max>
+void window_row_3x3s2(const RowTaps& t, const float* r0, int64_t pitch, const float* inv, float* out, bool may_overrun) {
+  const __m512 pad = _mm512_set1_ps(Max ? -std::numeric_limits<float>::infinity() : 0.f);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const __m512i next = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16);
+  const float *r1 = r0 + pitch, *r2 = r1 + pitch;
+  const int64_t inner_end = may_overrun ? t.over_end : t.inner_end;
+  for (int64_t v = 0; v < t.vectors; ++v) {
+    const TapLoad* load = t.loads.data() + v * 3;
+    __m512 acc;
+    if (v >= t.inner_begin && v < inner_end) {
+      const float* c0 = r0 + load[0].col;
+      const float* c1 = r1 + load[0].col;
+      const float* c2 = r2 + load[0].col;
+      const __m512 a = combine<Max>(combine<Max>(_mm512_loadu_ps(c0), _mm512_loadu_ps(c1)), _mm512_loadu_ps(c2));
+      const __m512 b = combine<Max>(combine<Max>(_mm512_loadu_ps(c0 + kLanes), _mm512_loadu_ps(c1 + kLanes)),
+                                    _mm512_loadu_ps(c2 + kLanes));
+      // the next even column, of which the permute reads lane 0
+      const __m128 l0 = _mm_load_ss(c0 + 2 * kLanes), l1 = _mm_load_ss(c1 + 2 * kLanes), l2 = _mm_load_ss(c2 + 2 * kLanes);
+      const __m512 last = _mm512_zextps128_ps512(Max ? _mm_max_ss(l2, _mm_max_ss(l1, l0)) : _mm_add_ss(_mm_add_ss(l0, l1), l2));
+      const __m512 e = _mm512_permutex2var_ps(a, even, b);
+      acc = combine<Max>(combine<Max>(e, _mm512_permutex2var_ps(a, odd, b)), _mm512_permutex2var_ps(e, next, last));
+    } else {
+      acc = combine<Max>(combine<Max>(reduce_masked<2, Max, true>(load, 3, r0, pad, even, odd),
+                                      reduce_masked<2, Max, true>(load, 3, r1, pad, even, odd)),
+                         reduce_masked<2, Max, true>(load, 3, r2, pad, even, odd));
+    }
+    if (!Max) acc = _mm512_mul_ps(acc, _mm512_loadu_ps(inv + v * kLanes));
+    _mm512_mask_storeu_ps(out + v * kLanes, t.stores[size_t(v)], acc);
+  }
+}
+
 /// One plane: every needed input row reduced along its width into `rows` (one row of `pitch`
 /// floats per input row), then each output row reduced over its window's rows. K is the
 /// window's height and width when both are the same and fixed at compile time, else 0.
@@ -176,8 +225,16 @@ void run_plane(const PoolPlan& plan, const RowTaps& t, const float* x, const flo
   const AxisTaps& th = plan.taps[1];
   const int64_t pitch = t.vectors * kLanes;
   const float fill = Max ? -std::numeric_limits<float>::infinity() : 0.f;
-  int64_t done = 0;  // input rows [0, done) are reduced
+  int64_t done = 0;  // input rows [0, done) are reduced, or need not be
   for (int64_t oh = 0; oh < w.out[1]; ++oh) {
+    if constexpr (Step == 2 && K == 3) {
+      if (th.lo[oh] == 0 && th.hi[oh] == 3 && w.dil[1] == 1 && t.adjacent) {
+        const int64_t h0 = th.start[oh];
+        window_row_3x3s2<Max>(t, x + h0 * w.in[2], w.in[2], inv + oh * pitch, y + oh * w.out[2],
+                              (w.in[1] - 3 - h0) * w.in[2] >= t.overrun);
+        continue;
+      }
+    }
     const int64_t first = th.start[oh] + th.lo[oh] * w.dil[1], last = th.start[oh] + (th.hi[oh] - 1) * w.dil[1];
     // Windows move down the plane, so the rows still to reduce start at max(done, first); with
     // dilation a row between two taps may be reduced needlessly.
