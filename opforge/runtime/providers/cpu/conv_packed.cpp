@@ -270,15 +270,20 @@ void packed_conv_compute(KernelContext& ctx) {
   if (ctx.has_input(2)) std::copy_n(ctx.input(2).data<float>(), s.m, job.bias.begin());
   const int64_t nb = int64_t(job.blocks.size());
   const int64_t units = s.n * panels, want = ctx.num_threads() > 1 ? ctx.num_threads() * kTasksPerThread : 1;
-  // At least a chunk of the map per thread, and tasks ordered chunk by chunk, so each thread takes
-  // a run of positions over every panel: the parts of X and Y it touches are those the convs
-  // before and after it (cut by positions too) touched on the same thread. Cut by panels,
-  // both threads read all of X: squeezenet at 2 threads, 10 alternating runs, 2.03 -> 1.86 ms.
-  const int64_t chunks = std::clamp<int64_t>(
-      std::max<int64_t>({(want + units - 1) / units, (s.w.out_size() + kTaskPositions - 1) / kTaskPositions, int64_t(ctx.num_threads())}), 1, nb);
+  // Where the packed weights outweigh the maps, tasks go panel by panel, so each thread streams
+  // its own panels (from memory, in a model whose weights outgrow the caches): inception_v2's
+  // 3x3 convs on 14x14 maps. Elsewhere at least a chunk of the map per thread, and tasks go
+  // chunk by chunk, so each thread takes a run of positions over every panel: the parts of X
+  // and Y it touches are those the convs before and after it (cut by positions too) touched on
+  // the same thread. Cut by panels, both threads read all of X: squeezenet at 2 threads, 10
+  // alternating runs, 2.03 -> 1.86 ms.
+  const bool by_panel = panels * job.k * kPanel > s.n * (s.c * job.cstride + s.m * s.w.out_size());
+  int64_t chunks = std::max((want + units - 1) / units, (s.w.out_size() + kTaskPositions - 1) / kTaskPositions);
+  if (!by_panel) chunks = std::max<int64_t>(chunks, ctx.num_threads());
+  chunks = std::clamp<int64_t>(chunks, 1, nb);
   ctx.parallel_for(units * chunks, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t unit = t % units, chunk = t / units;
+      const int64_t unit = by_panel ? t / chunks : t % units, chunk = by_panel ? t % chunks : t / units;
       run_task(job, unit / panels, unit % panels, chunk * nb / chunks, (chunk + 1) * nb / chunks);
     }
   });
