@@ -413,6 +413,23 @@ def test_float_pools_read_inner_vectors_unmasked(kernels, xs, attrs):
     check(kernels, "AveragePool", [x], dict(attrs, count_include_pad=0), opset=19, **F32)
 
 
+# 3x3 windows of stride 1 and padding 1 keeping the map's size, taken row by row down first
+# (pool_f32.cpp's run_rows3x3): rows of one vector (12, 16), of a vector and a lane (17), of
+# three vectors (40); a single row (no row above or below).
+@pytest.mark.parametrize("xs", [(1, 3, 12, 12), (2, 2, 9, 16), (1, 2, 17, 17), (1, 2, 5, 40), (1, 3, 1, 20)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_pools_3x3_same_rows(kernels, xs, threads):
+    x = rand(*xs)
+    attrs = dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    for op_type, extra, opset in [("MaxPool", {}, 12), ("AveragePool", dict(count_include_pad=0), 19),
+                                  ("AveragePool", dict(count_include_pad=1), 19)]:
+        a = dict(attrs, **extra)
+        want, = run_onnxruntime(op_type, [x], a, opset)
+        got, = run_handle(kernels.op(op_type, version=opset), [x], [want], a, threads=threads)
+        assert_close(got, want, F32["rtol"], F32["atol"], op_type)
+        assert_would_catch(got, want, F32["rtol"], F32["atol"], op_type)
+
+
 # Rows wide enough for the SIMD loop, at strides 1, 2 (shuffled loads) and 3, for every dtype.
 WIDE_POOL_CASES = [dict(kernel_shape=[2, 3], strides=[1, s], pads=[0, 1, 1, 0]) for s in (1, 2, 3)]
 
