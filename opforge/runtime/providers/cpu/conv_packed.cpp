@@ -26,6 +26,11 @@ constexpr int64_t kRows = 12;    ///< output positions per tile at most
 constexpr int64_t kBlockK = 128; ///< K rows per block: a panel's block is 16 KB, kept in L1 beside the input lines
 constexpr int64_t kTasksPerThread = 4;
 constexpr int64_t kTaskPositions = 1024;  ///< positions per task at most: its scratch (128 KB) stays in L2
+/// How far ahead of its k the tile asks for the panel's rows (8 KB): in a model whose weights
+/// outgrow L3 the panels come from memory, and the hardware prefetcher alone left the tiles
+/// waiting on them. resnet50 at 1 thread, 2 alternating runs: 38.7 -> 35.8 ms; inception_v2
+/// 19.2 -> 17.9 ms; squeezenet (weights in L3) unchanged.
+constexpr int64_t kPrefetchRows = 64;
 
 /// The window and channel counts of a PackedConv, from X, the attributes and M.
 template <class Ctx>
@@ -131,6 +136,9 @@ void tile(const float* a, const int64_t* koff, const float* b, int64_t kc, float
     hi[r] = bias ? _mm512_loadu_ps(bias + 16) : _mm512_loadu_ps(t + r * kPanel + 16);
   }
   for (int64_t k = 0; k < kc; ++k, b += kPanel) {
+    // past the panel's end: the next panel's rows (or no memory of ours, which a prefetch may name)
+    _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchRows * kPanel), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchRows * kPanel + 16), _MM_HINT_T0);
     const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
     const float* ak = a + koff[k];
 #pragma GCC unroll 12
