@@ -177,39 +177,46 @@ void inverse_counts(const PoolPlan& plan, bool include_pad, int64_t pitch, std::
     }
 }
 
-/// One output row of a 3x3 window of stride 2 whose three input rows r0, r1, r2 (consecutive)
-/// all lie in the plane: each output vector takes the reduction down the three rows first,
-/// then along it (two permutes pick the even and odd columns, a third the next even), instead
-/// of reducing each row along its width into a scratch row and the scratch rows down: a third
-/// of the permutes, and no scratch. The vectors at the row's edges take each row's masked
-/// reduction.
-template <bool Max>
-void window_row_3x3s2(const RowTaps& t, const float* r0, int64_t pitch, const float* inv, float* out, bool may_overrun) {
+/// One output row of a KxK window (K = 2 or 3) of stride 2 along rows whose K input rows (from
+/// r0, consecutive) all lie in the plane: each output vector takes the reduction down the rows
+/// first, then along it (two permutes pick the even and odd columns, for K = 3 a third the next
+/// even), instead of reducing each row along its width into a scratch row and the scratch rows
+/// down: a third of the permutes, and no scratch. The vectors at the row's edges take each
+/// row's masked reduction.
+template <int K, bool Max>
+void window_row_s2(const RowTaps& t, const float* r0, int64_t pitch, const float* inv, float* out, bool may_overrun) {
+  static_assert(K == 2 || K == 3);
   const __m512 pad = _mm512_set1_ps(Max ? -std::numeric_limits<float>::infinity() : 0.f);
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   const __m512i next = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16);
-  const float *r1 = r0 + pitch, *r2 = r1 + pitch;
+  const float* r1 = r0 + pitch;
+  const float* r2 = K == 3 ? r1 + pitch : nullptr;
   const int64_t inner_end = may_overrun ? t.over_end : t.inner_end;
   for (int64_t v = 0; v < t.vectors; ++v) {
-    const TapLoad* load = t.loads.data() + v * 3;
+    const TapLoad* load = t.loads.data() + v * K;
     __m512 acc;
     if (v >= t.inner_begin && v < inner_end) {
       const float* c0 = r0 + load[0].col;
       const float* c1 = r1 + load[0].col;
-      const float* c2 = r2 + load[0].col;
-      const __m512 a = combine<Max>(combine<Max>(_mm512_loadu_ps(c0), _mm512_loadu_ps(c1)), _mm512_loadu_ps(c2));
-      const __m512 b = combine<Max>(combine<Max>(_mm512_loadu_ps(c0 + kLanes), _mm512_loadu_ps(c1 + kLanes)),
-                                    _mm512_loadu_ps(c2 + kLanes));
-      // the next even column, of which the permute reads lane 0
-      const __m128 l0 = _mm_load_ss(c0 + 2 * kLanes), l1 = _mm_load_ss(c1 + 2 * kLanes), l2 = _mm_load_ss(c2 + 2 * kLanes);
-      const __m512 last = _mm512_zextps128_ps512(Max ? _mm_max_ss(l2, _mm_max_ss(l1, l0)) : _mm_add_ss(_mm_add_ss(l0, l1), l2));
-      const __m512 e = _mm512_permutex2var_ps(a, even, b);
-      acc = combine<Max>(combine<Max>(e, _mm512_permutex2var_ps(a, odd, b)), _mm512_permutex2var_ps(e, next, last));
+      __m512 a = combine<Max>(_mm512_loadu_ps(c0), _mm512_loadu_ps(c1));
+      __m512 b = combine<Max>(_mm512_loadu_ps(c0 + kLanes), _mm512_loadu_ps(c1 + kLanes));
+      if constexpr (K == 3) {
+        const float* c2 = r2 + load[0].col;
+        a = combine<Max>(a, _mm512_loadu_ps(c2));
+        b = combine<Max>(b, _mm512_loadu_ps(c2 + kLanes));
+        // the next even column, of which the permute reads lane 0
+        const __m128 l0 = _mm_load_ss(c0 + 2 * kLanes), l1 = _mm_load_ss(c1 + 2 * kLanes), l2 = _mm_load_ss(c2 + 2 * kLanes);
+        const __m512 last = _mm512_zextps128_ps512(Max ? _mm_max_ss(l2, _mm_max_ss(l1, l0)) : _mm_add_ss(_mm_add_ss(l0, l1), l2));
+        const __m512 e = _mm512_permutex2var_ps(a, even, b);
+        acc = combine<Max>(combine<Max>(e, _mm512_permutex2var_ps(a, odd, b)), _mm512_permutex2var_ps(e, next, last));
+      } else {
+        acc = combine<Max>(_mm512_permutex2var_ps(a, even, b), _mm512_permutex2var_ps(a, odd, b));
+      }
     } else {
-      acc = combine<Max>(combine<Max>(reduce_masked<2, Max, true>(load, 3, r0, pad, even, odd),
-                                      reduce_masked<2, Max, true>(load, 3, r1, pad, even, odd)),
-                         reduce_masked<2, Max, true>(load, 3, r2, pad, even, odd));
+      acc = combine<Max>(reduce_masked<2, Max, true>(load, K, r0, pad, even, odd),
+                         reduce_masked<2, Max, true>(load, K, r1, pad, even, odd));
+      if constexpr (K == 3) acc = combine<Max>(acc, reduce_masked<2, Max, true>(load, K, r2, pad, even, odd));
     }
     if (!Max) acc = _mm512_mul_ps(acc, _mm512_loadu_ps(inv + v * kLanes));
     _mm512_mask_storeu_ps(out + v * kLanes, t.stores[size_t(v)], acc);
@@ -227,11 +234,11 @@ void run_plane(const PoolPlan& plan, const RowTaps& t, const float* x, const flo
   const float fill = Max ? -std::numeric_limits<float>::infinity() : 0.f;
   int64_t done = 0;  // input rows [0, done) are reduced, or need not be
   for (int64_t oh = 0; oh < w.out[1]; ++oh) {
-    if constexpr (Step == 2 && K == 3) {
-      if (th.lo[oh] == 0 && th.hi[oh] == 3 && w.dil[1] == 1 && t.adjacent) {
+    if constexpr (Step == 2 && (K == 2 || K == 3)) {
+      if (th.lo[oh] == 0 && th.hi[oh] == K && w.dil[1] == 1 && t.adjacent) {
         const int64_t h0 = th.start[oh];
-        window_row_3x3s2<Max>(t, x + h0 * w.in[2], w.in[2], inv + oh * pitch, y + oh * w.out[2],
-                              (w.in[1] - 3 - h0) * w.in[2] >= t.overrun);
+        window_row_s2<K, Max>(t, x + h0 * w.in[2], w.in[2], inv + oh * pitch, y + oh * w.out[2],
+                              (w.in[1] - K - h0) * w.in[2] >= t.overrun);
         continue;
       }
     }
