@@ -202,6 +202,10 @@ CASES = {
     "stride2_wide": ((1, 64, 30, 28), (28, 64, 3, 3), dict(pads=[1, 1, 1, 1], strides=[2, 2])),
     "grouped": ((1, 12, 10, 10), (12, 4, 3, 3), dict(pads=[1, 1, 1, 1], group=3)),
     "depthwise": ((1, 12, 10, 10), (12, 1, 3, 3), dict(pads=[1, 1, 1, 1], group=12)),
+    # depthwise 3x3 of stride 1 read in place: two images, two outputs per channel, rows of
+    # three vectors (the last of 5 lanes); a single row exactly a vector wide
+    "depthwise_wide": ((2, 6, 5, 37), (12, 1, 3, 3), dict(pads=[1, 1, 1, 1], group=6)),
+    "depthwise_row": ((1, 4, 1, 16), (4, 1, 3, 3), dict(pads=[1, 1, 1, 1], group=4)),
     # a padded input over 4 MB and few output channels: tiles read the input in place
     "large_plane": ((1, 64, 130, 130), (16, 64, 3, 3), dict(pads=[1, 1, 1, 1])),
 }

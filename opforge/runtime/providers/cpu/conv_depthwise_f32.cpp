@@ -60,11 +60,85 @@ void run_plane(const Plane& p, const std::vector<OutVector>& vecs, const float* 
   }
 }
 
+/// A row's vector j and its neighbours one column before and after, zero outside the row.
+struct Columns {
+  __m512 before, at, after;
+};
+
+__attribute__((always_inline)) inline Columns columns(const float* row, int64_t j, int64_t vectors, __mmask16 tail) {
+  const __mmask16 m = j + 1 < vectors ? __mmask16(0xFFFF) : tail;
+  const float* p = row + j * kLanes;
+  const __m512i at = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, p));
+  const __m512i prev = j > 0 ? _mm512_castps_si512(_mm512_loadu_ps(p - kLanes)) : _mm512_setzero_si512();
+  // of the next vector only its first column is shifted in
+  const __m512i next = _mm512_castps_si512(_mm512_maskz_loadu_ps(__mmask16(j + 1 < vectors), p + kLanes));
+  return {_mm512_castsi512_ps(_mm512_alignr_epi32(at, prev, 15)), _mm512_castsi512_ps(at),
+          _mm512_castsi512_ps(_mm512_alignr_epi32(next, at, 1))};
+}
+
+/// Whether a depthwise conv runs as run_same3x3: 3x3, stride 1, padding 1 on every side, no
+/// dilation (the output the input's size).
+bool same3x3(const Window& w) {
+  for (int a = 1; a < 3; ++a)
+    if (w.k[a] != 3 || w.stride[a] != 1 || w.dil[a] != 1 || w.pad[a] != 1 || w.pad_end[a] != 1) return false;
+  return w.in[0] == 1 && w.k[0] == 1 && w.out[0] == 1;
+}
+
+/// One plane of a 3x3 depthwise conv of stride 1 and padding 1, read where it lies: down each
+/// column of vectors, the three input rows around an output row are in registers with their
+/// columns shifted a lane each way (valignd), zero past the plane's edges, so each output
+/// vector is 9 FMAs on registers and each input row is loaded once per column, with no padded
+/// copy. Alone, 1 thread, with the session's ~6 us: 272 planes of 14x14 33.6 -> 11.6 us, 136 of
+/// 28x28 53.7 -> 16.3 us, 544 of 7x7 27.5 -> 13.0 us (onnxruntime 22.8, 39.5, 12.8).
+void run_same3x3(const Window& w, const float* x, const float* wt, float bias, const float* z, const Epilogue& e,
+                 float* y) {
+  const int64_t height = w.in[1], width = w.in[2], vectors = (width + kLanes - 1) / kLanes;
+  const __mmask16 tail = tiles::first_lanes(width - (vectors - 1) * kLanes);
+  __m512 wv[9];
+  for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(wt[t]);
+  const Columns none{_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (int64_t j = 0; j < vectors; ++j) {
+    const __mmask16 m = j + 1 < vectors ? __mmask16(0xFFFF) : tail;
+    Columns above = none, mid = columns(x, j, vectors, tail);
+    for (int64_t r = 0; r < height; ++r) {
+      const Columns below = r + 1 < height ? columns(x + (r + 1) * width, j, vectors, tail) : none;
+      __m512 acc = _mm512_set1_ps(bias);
+      acc = _mm512_fmadd_ps(wv[0], above.before, acc);
+      acc = _mm512_fmadd_ps(wv[1], above.at, acc);
+      acc = _mm512_fmadd_ps(wv[2], above.after, acc);
+      acc = _mm512_fmadd_ps(wv[3], mid.before, acc);
+      acc = _mm512_fmadd_ps(wv[4], mid.at, acc);
+      acc = _mm512_fmadd_ps(wv[5], mid.after, acc);
+      acc = _mm512_fmadd_ps(wv[6], below.before, acc);
+      acc = _mm512_fmadd_ps(wv[7], below.at, acc);
+      acc = _mm512_fmadd_ps(wv[8], below.after, acc);
+      const int64_t at = r * width + j * kLanes;
+      if (z != nullptr) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, z + at));
+      _mm512_mask_storeu_ps(y + at, m, tiles::activate(acc, e));
+      above = mid, mid = below;
+    }
+  }
+}
+
 }  // namespace
 
 bool conv_depthwise_f32(KernelContext& ctx, const ConvShape& s, const float* x, const float* wt, const float* bias,
                         const float* z, float* y, const Epilogue& e) {
   const Window& w = s.w;
+  auto input = [&](int64_t plane) { return x + ((plane / s.m) * s.c + (plane % s.m) / s.mg) * w.in_size(); };
+  if (same3x3(w)) {
+    const int64_t out = w.out_size();
+    ctx.parallel_for(s.n * s.m, std::max<int64_t>(1, 16384 / (9 * out)), [&](int64_t begin, int64_t end) {
+      for (int64_t plane = begin; plane < end; ++plane) {
+        const int64_t mm = plane % s.m;
+        float* yp = y + plane * out;
+        run_same3x3(w, input(plane), wt + mm * 9, bias != nullptr ? bias[mm] : 0.f, z != nullptr ? z + plane * out : nullptr,
+                    e, yp);
+        if (!tiles::in_register(e.act)) activate_rows(e, yp, out, 1, 0, out);
+      }
+    });
+    return true;
+  }
   if (!planes::plane_fits(w) || w.k_size() > kMaxTaps) return false;
   const Plane p = planes::plane_for(w);
   const std::vector<OutVector> vecs = planes::out_vectors(w, p);
@@ -76,7 +150,6 @@ bool conv_depthwise_f32(KernelContext& ctx, const ConvShape& s, const float* x, 
     thread_local std::vector<float> padded;
     const int64_t size = p.ph * p.pw + p.slack;
     padded.assign(size_t(2 * size), 0.f);
-    auto input = [&](int64_t plane) { return x + ((plane / s.m) * s.c + (plane % s.m) / s.mg) * w.in_size(); };
     planes::copy_interior(w, p, input(begin), 0.f, padded.data());
     for (int64_t plane = begin; plane < end; ++plane) {
       float* now = padded.data() + ((plane - begin) % 2) * size;
