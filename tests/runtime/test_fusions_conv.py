@@ -206,6 +206,11 @@ CASES = {
     # three vectors (the last of 5 lanes); a single row exactly a vector wide
     "depthwise_wide": ((2, 6, 5, 37), (12, 1, 3, 3), dict(pads=[1, 1, 1, 1], group=6)),
     "depthwise_row": ((1, 4, 1, 16), (4, 1, 3, 3), dict(pads=[1, 1, 1, 1], group=4)),
+    # depthwise 3x3 of stride 2: outputs in two vectors (the last of 3 lanes) over an odd
+    # width; no padding after (the last row and column read no pad); three vectors per row
+    "depthwise_stride2": ((2, 6, 9, 37), (12, 1, 3, 3), dict(pads=[1, 1, 1, 1], strides=[2, 2], group=6)),
+    "depthwise_stride2_no_end_pad": ((1, 4, 8, 16), (4, 1, 3, 3), dict(pads=[1, 1, 0, 0], strides=[2, 2], group=4)),
+    "depthwise_stride2_wide": ((1, 2, 4, 70), (2, 1, 3, 3), dict(pads=[1, 1, 1, 1], strides=[2, 2], group=2)),
     # a padded input over 4 MB and few output channels: tiles read the input in place
     "large_plane": ((1, 64, 130, 130), (16, 64, 3, 3), dict(pads=[1, 1, 1, 1])),
 }

@@ -60,6 +60,9 @@ void run_plane(const Plane& p, const std::vector<OutVector>& vecs, const float* 
   }
 }
 
+/// The lanes of a 16-float load at column c (>= 0) of a row of n floats that lie inside it.
+inline __mmask16 planes_lanes(int64_t c, int64_t n) { return tiles::first_lanes(n - c); }
+
 /// A row's vector j and its neighbours one column before and after, zero outside the row.
 struct Columns {
   __m512 before, at, after;
@@ -120,20 +123,76 @@ void run_same3x3(const Window& w, const float* x, const float* wt, float bias, c
   }
 }
 
+/// Whether a depthwise conv runs as run_stride2_3x3: 3x3, stride 2, padding 1 before each
+/// axis (any after it), no dilation.
+bool stride2_3x3(const Window& w) {
+  for (int a = 1; a < 3; ++a)
+    if (w.k[a] != 3 || w.stride[a] != 2 || w.dil[a] != 1 || w.pad[a] != 1) return false;
+  return w.in[0] == 1 && w.k[0] == 1 && w.out[0] == 1;
+}
+
+/// Input row `row`'s columns for output vector j of a stride-2 3x3 window: column 2o - 1, 2o
+/// and 2o + 1 for each of its outputs o, zero outside the row (and for a row past the plane).
+__attribute__((always_inline)) inline Columns columns_stride2(const float* row, int64_t j, int64_t width) {
+  if (row == nullptr) return {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  const int64_t c = 2 * j * kLanes;
+  const __m512 a = _mm512_maskz_loadu_ps(planes_lanes(c, width), row + c);
+  const __m512 b = _mm512_maskz_loadu_ps(planes_lanes(c + kLanes, width), row + c + kLanes);
+  const __m512 at = _mm512_permutex2var_ps(a, even, b), after = _mm512_permutex2var_ps(a, odd, b);
+  const __m512 last = _mm512_set1_ps(j > 0 ? row[c - 1] : 0.f);  // column 2o - 1 of the first output
+  const __m512 before = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(after), _mm512_castps_si512(last), 15));
+  return {before, at, after};
+}
+
+/// One plane of a 3x3 depthwise conv of stride 2 and padding 1, read where it lies: as
+/// run_same3x3, with each input row's even and odd columns picked by two permutes, and the
+/// input row below an output row kept as the row above the next.
+void run_stride2_3x3(const Window& w, const float* x, const float* wt, float bias, const float* z, const Epilogue& e,
+                     float* y) {
+  const int64_t height = w.in[1], width = w.in[2], out_h = w.out[1], out_w = w.out[2];
+  const int64_t vectors = (out_w + kLanes - 1) / kLanes;
+  __m512 wv[9];
+  for (int t = 0; t < 9; ++t) wv[t] = _mm512_set1_ps(wt[t]);
+  auto row = [&](int64_t h) { return h >= 0 && h < height ? x + h * width : nullptr; };
+  for (int64_t j = 0; j < vectors; ++j) {
+    const __mmask16 m = tiles::first_lanes(out_w - j * kLanes);
+    Columns above = columns_stride2(row(-1), j, width);
+    for (int64_t r = 0; r < out_h; ++r) {
+      const Columns mid = columns_stride2(row(2 * r), j, width), below = columns_stride2(row(2 * r + 1), j, width);
+      __m512 acc = _mm512_set1_ps(bias);
+      acc = _mm512_fmadd_ps(wv[0], above.before, acc);
+      acc = _mm512_fmadd_ps(wv[1], above.at, acc);
+      acc = _mm512_fmadd_ps(wv[2], above.after, acc);
+      acc = _mm512_fmadd_ps(wv[3], mid.before, acc);
+      acc = _mm512_fmadd_ps(wv[4], mid.at, acc);
+      acc = _mm512_fmadd_ps(wv[5], mid.after, acc);
+      acc = _mm512_fmadd_ps(wv[6], below.before, acc);
+      acc = _mm512_fmadd_ps(wv[7], below.at, acc);
+      acc = _mm512_fmadd_ps(wv[8], below.after, acc);
+      const int64_t at = r * out_w + j * kLanes;
+      if (z != nullptr) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, z + at));
+      _mm512_mask_storeu_ps(y + at, m, tiles::activate(acc, e));
+      above = below;
+    }
+  }
+}
+
 }  // namespace
 
 bool conv_depthwise_f32(KernelContext& ctx, const ConvShape& s, const float* x, const float* wt, const float* bias,
                         const float* z, float* y, const Epilogue& e) {
   const Window& w = s.w;
   auto input = [&](int64_t plane) { return x + ((plane / s.m) * s.c + (plane % s.m) / s.mg) * w.in_size(); };
-  if (same3x3(w)) {
+  if (same3x3(w) || stride2_3x3(w)) {
     const int64_t out = w.out_size();
+    const auto run = same3x3(w) ? run_same3x3 : run_stride2_3x3;
     ctx.parallel_for(s.n * s.m, std::max<int64_t>(1, 16384 / (9 * out)), [&](int64_t begin, int64_t end) {
       for (int64_t plane = begin; plane < end; ++plane) {
         const int64_t mm = plane % s.m;
         float* yp = y + plane * out;
-        run_same3x3(w, input(plane), wt + mm * 9, bias != nullptr ? bias[mm] : 0.f, z != nullptr ? z + plane * out : nullptr,
-                    e, yp);
+        run(w, input(plane), wt + mm * 9, bias != nullptr ? bias[mm] : 0.f, z != nullptr ? z + plane * out : nullptr, e, yp);
         if (!tiles::in_register(e.act)) activate_rows(e, yp, out, 1, 0, out);
       }
     });
