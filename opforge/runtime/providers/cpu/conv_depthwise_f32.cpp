@@ -79,6 +79,23 @@ __attribute__((always_inline)) inline Columns columns(const float* row, int64_t 
           _mm512_castsi512_ps(_mm512_alignr_epi32(next, at, 1))};
 }
 
+/// Output vector `at` (lanes m) of a 3x3 window: bias + the weights times the columns of the
+/// rows above, at and below it, plus Z, then the register activation.
+__attribute__((always_inline)) inline void store_window(const __m512 wv[9], float bias, const Columns& above,
+                                                        const Columns& mid, const Columns& below, const float* z,
+                                                        const Epilogue& e, __mmask16 m, int64_t at, float* y) {
+  const Columns* rows[3] = {&above, &mid, &below};
+  __m512 acc = _mm512_set1_ps(bias);
+#pragma GCC unroll 3
+  for (int r = 0; r < 3; ++r) {
+    acc = _mm512_fmadd_ps(wv[3 * r], rows[r]->before, acc);
+    acc = _mm512_fmadd_ps(wv[3 * r + 1], rows[r]->at, acc);
+    acc = _mm512_fmadd_ps(wv[3 * r + 2], rows[r]->after, acc);
+  }
+  if (z != nullptr) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, z + at));
+  _mm512_mask_storeu_ps(y + at, m, tiles::activate(acc, e));
+}
+
 /// Whether a depthwise conv runs as run_same3x3: 3x3, stride 1, padding 1 on every side, no
 /// dilation (the output the input's size).
 bool same3x3(const Window& w) {
@@ -105,19 +122,7 @@ void run_same3x3(const Window& w, const float* x, const float* wt, float bias, c
     Columns above = none, mid = columns(x, j, vectors, tail);
     for (int64_t r = 0; r < height; ++r) {
       const Columns below = r + 1 < height ? columns(x + (r + 1) * width, j, vectors, tail) : none;
-      __m512 acc = _mm512_set1_ps(bias);
-      acc = _mm512_fmadd_ps(wv[0], above.before, acc);
-      acc = _mm512_fmadd_ps(wv[1], above.at, acc);
-      acc = _mm512_fmadd_ps(wv[2], above.after, acc);
-      acc = _mm512_fmadd_ps(wv[3], mid.before, acc);
-      acc = _mm512_fmadd_ps(wv[4], mid.at, acc);
-      acc = _mm512_fmadd_ps(wv[5], mid.after, acc);
-      acc = _mm512_fmadd_ps(wv[6], below.before, acc);
-      acc = _mm512_fmadd_ps(wv[7], below.at, acc);
-      acc = _mm512_fmadd_ps(wv[8], below.after, acc);
-      const int64_t at = r * width + j * kLanes;
-      if (z != nullptr) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, z + at));
-      _mm512_mask_storeu_ps(y + at, m, tiles::activate(acc, e));
+      store_window(wv, bias, above, mid, below, z, e, m, r * width + j * kLanes, y);
       above = mid, mid = below;
     }
   }
@@ -161,19 +166,7 @@ void run_stride2_3x3(const Window& w, const float* x, const float* wt, float bia
     Columns above = columns_stride2(row(-1), j, width);
     for (int64_t r = 0; r < out_h; ++r) {
       const Columns mid = columns_stride2(row(2 * r), j, width), below = columns_stride2(row(2 * r + 1), j, width);
-      __m512 acc = _mm512_set1_ps(bias);
-      acc = _mm512_fmadd_ps(wv[0], above.before, acc);
-      acc = _mm512_fmadd_ps(wv[1], above.at, acc);
-      acc = _mm512_fmadd_ps(wv[2], above.after, acc);
-      acc = _mm512_fmadd_ps(wv[3], mid.before, acc);
-      acc = _mm512_fmadd_ps(wv[4], mid.at, acc);
-      acc = _mm512_fmadd_ps(wv[5], mid.after, acc);
-      acc = _mm512_fmadd_ps(wv[6], below.before, acc);
-      acc = _mm512_fmadd_ps(wv[7], below.at, acc);
-      acc = _mm512_fmadd_ps(wv[8], below.after, acc);
-      const int64_t at = r * out_w + j * kLanes;
-      if (z != nullptr) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, z + at));
-      _mm512_mask_storeu_ps(y + at, m, tiles::activate(acc, e));
+      store_window(wv, bias, above, mid, below, z, e, m, r * out_w + j * kLanes, y);
       above = below;
     }
   }
