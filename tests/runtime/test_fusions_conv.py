@@ -211,6 +211,10 @@ CASES = {
     "depthwise_stride2": ((2, 6, 9, 37), (12, 1, 3, 3), dict(pads=[1, 1, 1, 1], strides=[2, 2], group=6)),
     "depthwise_stride2_no_end_pad": ((1, 4, 8, 16), (4, 1, 3, 3), dict(pads=[1, 1, 0, 0], strides=[2, 2], group=4)),
     "depthwise_stride2_wide": ((1, 2, 4, 70), (2, 1, 3, 3), dict(pads=[1, 1, 1, 1], strides=[2, 2], group=2)),
+    # depthwise 5x5 and 7x7 of stride 1 read in place: the next vector's first columns shifted
+    # in, of which the row holds five (5x5) or two (7x7, fewer than the three it could take)
+    "depthwise_5x5": ((1, 6, 9, 21), (6, 1, 5, 5), dict(pads=[2, 2, 2, 2], group=6)),
+    "depthwise_7x7": ((2, 4, 8, 18), (8, 1, 7, 7), dict(pads=[3, 3, 3, 3], group=4)),
     # a padded input over 4 MB and few output channels: tiles read the input in place
     "large_plane": ((1, 64, 130, 130), (16, 64, 3, 3), dict(pads=[1, 1, 1, 1])),
 }
