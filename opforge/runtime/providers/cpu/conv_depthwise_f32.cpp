@@ -139,13 +139,12 @@ int same_odd(const Window& w) {
 }
 
 /// One plane of a KxK depthwise conv (K = 5, 7) of stride 1 and padding K / 2, read where it
-/// lies: each output vector takes each of its K input rows' vector and its neighbours, shifts
-/// them up to K / 2 lanes each way (valignd), zero past the plane's edges, and multiplies them
-/// by the weights; K * K FMAs per vector and no padded copy. Alone, 1 thread, with the
-/// session's ~6 us, against the padded copy: 5x5 on 240 planes of 14x14 54.7 -> 42.3 us, on 672
-/// of 7x7 80.2 -> 56.4 us, 7x7 on 128 of 28x28 161 -> 145 us. onnxruntime takes 29, 21 and 68:
-/// the 4-6 shifts per input row, redone for each of its K output rows, bind the shuffle port
-/// (3x3 keeps each row's shifts in registers for its three output rows).
+/// lies: down each column of vectors, each input row's vector and its neighbours are shifted
+/// up to K / 2 lanes each way once (valignd), zero past the plane's edges, into a ring of the
+/// last K rows' shifts, from which each output vector takes its K * K FMAs; no padded copy.
+/// Alone, 1 thread, with the session's ~6 us, against the padded copy: 5x5 on 240 planes of
+/// 14x14 54.7 -> 27.5 us, on 96 of 56x56 260 -> 158 us, on 672 of 7x7 80.2 -> 40.7 us, 7x7 on
+/// 128 of 28x28 161 -> 91 us (onnxruntime 29, 130, 20, 68).
 template <int K>
 void run_same(const Window& w, const float* x, const float* wt, float bias, const float* z, const Epilogue& e,
               float* y) {
@@ -154,33 +153,48 @@ void run_same(const Window& w, const float* x, const float* wt, float bias, cons
   const __mmask16 tail = tiles::first_lanes(width - (vectors - 1) * kLanes);
   __m512 wv[K * K];
   for (int t = 0; t < K * K; ++t) wv[t] = _mm512_set1_ps(wt[t]);
-  for (int64_t r = 0; r < height; ++r)
-    for (int64_t j = 0; j < vectors; ++j) {
-      const __mmask16 m = j + 1 < vectors ? __mmask16(0xFFFF) : tail;
-      __m512 acc = _mm512_set1_ps(bias);
+  __m512 ring[K][K];  // [input row % K][column shift + P]
+  for (int64_t j = 0; j < vectors; ++j) {
+    const __mmask16 m = j + 1 < vectors ? __mmask16(0xFFFF) : tail;
+    // of the next vector only its first P columns are shifted in (those inside the row)
+    const __mmask16 next_m = tiles::first_lanes(std::min<int64_t>(P, width - (j + 1) * kLanes));
+    auto shift_row = [&](int64_t h) __attribute__((always_inline)) {
+      __m512* out = ring[h % K];
+      const float* p = x + h * width + j * kLanes;
+      const __m512i at = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, p));
+      const __m512i prev = j > 0 ? _mm512_castps_si512(_mm512_loadu_ps(p - kLanes)) : _mm512_setzero_si512();
+      const __m512i next = _mm512_castps_si512(_mm512_maskz_loadu_ps(next_m, p + kLanes));
+      if constexpr (P >= 3) out[P - 3] = _mm512_castsi512_ps(_mm512_alignr_epi32(at, prev, 13));
+      out[P - 2] = _mm512_castsi512_ps(_mm512_alignr_epi32(at, prev, 14));
+      out[P - 1] = _mm512_castsi512_ps(_mm512_alignr_epi32(at, prev, 15));
+      out[P] = _mm512_castsi512_ps(at);
+      out[P + 1] = _mm512_castsi512_ps(_mm512_alignr_epi32(next, at, 1));
+      out[P + 2] = _mm512_castsi512_ps(_mm512_alignr_epi32(next, at, 2));
+      if constexpr (P >= 3) out[P + 3] = _mm512_castsi512_ps(_mm512_alignr_epi32(next, at, 3));
+    };
+    for (int64_t h = 0; h < std::min<int64_t>(P, height); ++h) shift_row(h);
+    for (int64_t r = 0; r < height; ++r) {
+      if (r + P < height) shift_row(r + P);
+      // a sum per kernel row, added at the end: one chain of K * K dependent FMAs waited on
+      // their latency (5x5: 100 cycles a vector)
+      __m512 sums[K];
+#pragma GCC unroll 7
       for (int kh = 0; kh < K; ++kh) {
         const int64_t h = r + kh - P;
+        sums[kh] = _mm512_setzero_ps();
         if (h < 0 || h >= height) continue;
-        const float* p = x + h * width + j * kLanes;
-        const __m512i at = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, p));
-        const __m512i prev = j > 0 ? _mm512_castps_si512(_mm512_loadu_ps(p - kLanes)) : _mm512_setzero_si512();
-        // of the next vector only its first P columns are shifted in (those inside the row)
-        const __mmask16 next_m = tiles::first_lanes(std::min<int64_t>(P, width - (j + 1) * kLanes));
-        const __m512i next = _mm512_castps_si512(_mm512_maskz_loadu_ps(next_m, p + kLanes));
-        const __m512* wk = wv + kh * K;
-        // column kw - P of each lane: lanes shifted in from prev (kw < P) or from next (kw > P)
-        if constexpr (P >= 3) acc = _mm512_fmadd_ps(wk[P - 3], _mm512_castsi512_ps(_mm512_alignr_epi32(at, prev, 13)), acc);
-        if constexpr (P >= 2) acc = _mm512_fmadd_ps(wk[P - 2], _mm512_castsi512_ps(_mm512_alignr_epi32(at, prev, 14)), acc);
-        acc = _mm512_fmadd_ps(wk[P - 1], _mm512_castsi512_ps(_mm512_alignr_epi32(at, prev, 15)), acc);
-        acc = _mm512_fmadd_ps(wk[P], _mm512_castsi512_ps(at), acc);
-        acc = _mm512_fmadd_ps(wk[P + 1], _mm512_castsi512_ps(_mm512_alignr_epi32(next, at, 1)), acc);
-        if constexpr (P >= 2) acc = _mm512_fmadd_ps(wk[P + 2], _mm512_castsi512_ps(_mm512_alignr_epi32(next, at, 2)), acc);
-        if constexpr (P >= 3) acc = _mm512_fmadd_ps(wk[P + 3], _mm512_castsi512_ps(_mm512_alignr_epi32(next, at, 3)), acc);
+        const __m512* row = ring[h % K];
+#pragma GCC unroll 7
+        for (int kw = 0; kw < K; ++kw) sums[kh] = _mm512_fmadd_ps(wv[kh * K + kw], row[kw], sums[kh]);
       }
+      __m512 acc = _mm512_add_ps(_mm512_set1_ps(bias), sums[0]);
+#pragma GCC unroll 7
+      for (int kh = 1; kh < K; ++kh) acc = _mm512_add_ps(acc, sums[kh]);
       const int64_t at = r * width + j * kLanes;
       if (z != nullptr) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, z + at));
       _mm512_mask_storeu_ps(y + at, m, tiles::activate(acc, e));
     }
+  }
 }
 
 /// Whether a depthwise conv runs as run_stride2_3x3: 3x3, stride 2, padding 1 before each
