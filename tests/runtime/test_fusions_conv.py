@@ -211,6 +211,10 @@ CASES = {
     "depthwise_stride2": ((2, 6, 9, 37), (12, 1, 3, 3), dict(pads=[1, 1, 1, 1], strides=[2, 2], group=6)),
     "depthwise_stride2_no_end_pad": ((1, 4, 8, 16), (4, 1, 3, 3), dict(pads=[1, 1, 0, 0], strides=[2, 2], group=4)),
     "depthwise_stride2_wide": ((1, 2, 4, 70), (2, 1, 3, 3), dict(pads=[1, 1, 1, 1], strides=[2, 2], group=2)),
+    # TensorFlow's SAME for stride 2 on even sizes pads only after: 0 before on both axes, and
+    # 1 before the rows with 0 before the columns
+    "depthwise_stride2_tf_same": ((1, 4, 10, 36), (4, 1, 3, 3), dict(pads=[0, 0, 1, 1], strides=[2, 2], group=4)),
+    "depthwise_stride2_mixed_pads": ((1, 2, 9, 20), (2, 1, 3, 3), dict(pads=[1, 0, 1, 1], strides=[2, 2], group=2)),
     # depthwise 5x5 and 7x7 of stride 1 read in place: the next vector's first columns shifted
     # in, of which the row holds five (5x5) or two (7x7, fewer than the three it could take)
     "depthwise_5x5": ((1, 6, 9, 21), (6, 1, 5, 5), dict(pads=[2, 2, 2, 2], group=6)),

@@ -197,16 +197,18 @@ void run_same(const Window& w, const float* x, const float* wt, float bias, cons
   }
 }
 
-/// Whether a depthwise conv runs as run_stride2_3x3: 3x3, stride 2, padding 1 before each
-/// axis (any after it), no dilation.
+/// Whether a depthwise conv runs as run_stride2_3x3: 3x3, stride 2, padding 0 or 1 before each
+/// axis (any after it: TensorFlow's SAME pads 0 before and 1 after an even size), no dilation.
 bool stride2_3x3(const Window& w) {
   for (int a = 1; a < 3; ++a)
-    if (w.k[a] != 3 || w.stride[a] != 2 || w.dil[a] != 1 || w.pad[a] != 1) return false;
+    if (w.k[a] != 3 || w.stride[a] != 2 || w.dil[a] != 1 || (w.pad[a] != 0 && w.pad[a] != 1)) return false;
   return w.in[0] == 1 && w.k[0] == 1 && w.out[0] == 1;
 }
 
-/// Input row `row`'s columns for output vector j of a stride-2 3x3 window: column 2o - 1, 2o
-/// and 2o + 1 for each of its outputs o, zero outside the row (and for a row past the plane).
+/// Input row `row`'s columns for output vector j of a stride-2 3x3 window padded by Pad (0 or 1)
+/// before the row: columns 2o - Pad, 2o - Pad + 1 and 2o - Pad + 2 for each of its outputs o,
+/// zero outside the row (and for a row past the plane).
+template <int Pad>
 __attribute__((always_inline)) inline Columns columns_stride2(const float* row, int64_t j, int64_t width) {
   if (row == nullptr) return {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -214,17 +216,25 @@ __attribute__((always_inline)) inline Columns columns_stride2(const float* row, 
   const int64_t c = 2 * j * kLanes;
   const __m512 a = _mm512_maskz_loadu_ps(planes_lanes(c, width), row + c);
   const __m512 b = _mm512_maskz_loadu_ps(planes_lanes(c + kLanes, width), row + c + kLanes);
-  const __m512 at = _mm512_permutex2var_ps(a, even, b), after = _mm512_permutex2var_ps(a, odd, b);
-  const __m512 last = _mm512_set1_ps(j > 0 ? row[c - 1] : 0.f);  // column 2o - 1 of the first output
-  const __m512 before = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(after), _mm512_castps_si512(last), 15));
-  return {before, at, after};
+  const __m512 evens = _mm512_permutex2var_ps(a, even, b), odds = _mm512_permutex2var_ps(a, odd, b);
+  if constexpr (Pad == 1) {
+    const __m512 last = _mm512_set1_ps(j > 0 ? row[c - 1] : 0.f);  // column 2o - 1 of the first output
+    return {_mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(odds), _mm512_castps_si512(last), 15)), evens,
+            odds};
+  } else {
+    // column 2o + 2 of the last output
+    const __m512 first = _mm512_set1_ps(c + 2 * kLanes < width ? row[c + 2 * kLanes] : 0.f);
+    return {evens, odds,
+            _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(first), _mm512_castps_si512(evens), 1))};
+  }
 }
 
-/// One plane of a 3x3 depthwise conv of stride 2 and padding 1, read where it lies: as
-/// run_same3x3, with each input row's even and odd columns picked by two permutes, and the
-/// input row below an output row kept as the row above the next.
-void run_stride2_3x3(const Window& w, const float* x, const float* wt, float bias, const float* z, const Epilogue& e,
-                     float* y) {
+/// One plane of a 3x3 depthwise conv of stride 2 and padding 0 or 1 before each axis, read where
+/// it lies: as run_same3x3, with each input row's even and odd columns picked by two permutes,
+/// and the input row below an output row kept as the row above the next.
+template <int Pad>
+void run_stride2_rows(const Window& w, const float* x, const float* wt, float bias, const float* z, const Epilogue& e,
+                      float* y) {
   const int64_t height = w.in[1], width = w.in[2], out_h = w.out[1], out_w = w.out[2];
   const int64_t vectors = (out_w + kLanes - 1) / kLanes;
   __m512 wv[9];
@@ -232,13 +242,20 @@ void run_stride2_3x3(const Window& w, const float* x, const float* wt, float bia
   auto row = [&](int64_t h) { return h >= 0 && h < height ? x + h * width : nullptr; };
   for (int64_t j = 0; j < vectors; ++j) {
     const __mmask16 m = tiles::first_lanes(out_w - j * kLanes);
-    Columns above = columns_stride2(row(-1), j, width);
+    const int64_t top = -w.pad[1];  // the input row above output row 0
+    Columns above = columns_stride2<Pad>(row(top), j, width);
     for (int64_t r = 0; r < out_h; ++r) {
-      const Columns mid = columns_stride2(row(2 * r), j, width), below = columns_stride2(row(2 * r + 1), j, width);
+      const Columns mid = columns_stride2<Pad>(row(top + 2 * r + 1), j, width);
+      const Columns below = columns_stride2<Pad>(row(top + 2 * r + 2), j, width);
       store_window(wv, bias, above, mid, below, z, e, m, r * out_w + j * kLanes, y);
       above = below;
     }
   }
+}
+
+void run_stride2_3x3(const Window& w, const float* x, const float* wt, float bias, const float* z, const Epilogue& e,
+                     float* y) {
+  (w.pad[2] == 1 ? run_stride2_rows<1> : run_stride2_rows<0>)(w, x, wt, bias, z, e, y);
 }
 
 }  // namespace
