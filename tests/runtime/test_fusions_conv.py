@@ -219,6 +219,10 @@ CASES = {
     # in, of which the row holds five (5x5) or two (7x7, fewer than the three it could take)
     "depthwise_5x5": ((1, 6, 9, 21), (6, 1, 5, 5), dict(pads=[2, 2, 2, 2], group=6)),
     "depthwise_7x7": ((2, 4, 8, 18), (8, 1, 7, 7), dict(pads=[3, 3, 3, 3], group=4)),
+    # depthwise 5x5 of stride 2 read in place, padded 2 before (odd sizes) or 1 (TensorFlow's
+    # SAME on even sizes): outputs in two vectors, the ring of rows refilled two rows a step
+    "depthwise_5x5_stride2": ((1, 4, 11, 45), (4, 1, 5, 5), dict(pads=[2, 2, 2, 2], strides=[2, 2], group=4)),
+    "depthwise_5x5_stride2_tf_same": ((2, 3, 12, 40), (6, 1, 5, 5), dict(pads=[1, 1, 2, 2], strides=[2, 2], group=3)),
     # a padded input over 4 MB and few output channels: tiles read the input in place
     "large_plane": ((1, 64, 130, 130), (16, 64, 3, 3), dict(pads=[1, 1, 1, 1])),
 }

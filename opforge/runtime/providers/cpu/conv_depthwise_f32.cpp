@@ -197,6 +197,81 @@ void run_same(const Window& w, const float* x, const float* wt, float bias, cons
   }
 }
 
+/// The padding before the axes (1 or 2, the same on both) of a depthwise conv that runs as
+/// run_stride2_5x5: 5x5, stride 2, no dilation (TensorFlow's SAME pads 1 before an even size,
+/// 2 before an odd one); else 0.
+int stride2_5x5(const Window& w) {
+  const int64_t pad = w.pad[1];
+  if (pad != 1 && pad != 2) return 0;
+  for (int a = 1; a < 3; ++a)
+    if (w.k[a] != 5 || w.stride[a] != 2 || w.dil[a] != 1 || w.pad[a] != pad) return 0;
+  return w.in[0] == 1 && w.k[0] == 1 && w.out[0] == 1 ? int(pad) : 0;
+}
+
+/// One plane of a 5x5 depthwise conv of stride 2 padded Pad before each axis, read where it
+/// lies: each input row's even and odd columns are picked once per column of vectors (two
+/// permutes) and shifted a lane where a tap needs it, into a ring of the last five rows', from
+/// which each output vector takes its 25 FMAs, a chain per kernel row.
+template <int Pad>
+void run_stride2_5x5(const Window& w, const float* x, const float* wt, float bias, const float* z, const Epilogue& e,
+                     float* y) {
+  constexpr int K = 5;
+  const int64_t height = w.in[1], width = w.in[2], out_h = w.out[1], out_w = w.out[2];
+  const int64_t vectors = (out_w + kLanes - 1) / kLanes;
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  __m512 wv[K * K];
+  for (int t = 0; t < K * K; ++t) wv[t] = _mm512_set1_ps(wt[t]);
+  __m512 ring[K][K];  // [input row % K][tap column]: lane i holds column 2 (16 j + i) + kw - Pad
+  int64_t held[K];    // the input row each ring slot holds
+  for (int64_t j = 0; j < vectors; ++j) {
+    const int64_t c = 2 * j * kLanes;
+    const __mmask16 m = tiles::first_lanes(out_w - j * kLanes);
+    auto at = [&](const float* row, int64_t col) { return col >= 0 && col < width ? row[col] : 0.f; };
+    auto shift_row = [&](int64_t h) __attribute__((always_inline)) {
+      __m512* out = ring[h % K];
+      held[h % K] = h;
+      const float* row = x + h * width;
+      const __m512 a = _mm512_maskz_loadu_ps(planes_lanes(c, width), row + c);
+      const __m512 b = _mm512_maskz_loadu_ps(planes_lanes(c + kLanes, width), row + c + kLanes);
+      const __m512i evens = _mm512_castps_si512(_mm512_permutex2var_ps(a, even, b));
+      const __m512i odds = _mm512_castps_si512(_mm512_permutex2var_ps(a, odd, b));
+#pragma GCC unroll 5
+      for (int kw = 0; kw < K; ++kw) {
+        const int d = kw - Pad;  // lane i: column c + 2 i + d
+        const __m512i v = (d & 1) ? odds : evens;
+        const int shift = d >= 0 ? d / 2 : -((1 - d) / 2);  // floor(d / 2)
+        if (shift == 0)
+          out[kw] = _mm512_castsi512_ps(v);
+        else if (shift < 0)  // lane 0 from the pair before
+          out[kw] = _mm512_castsi512_ps(_mm512_alignr_epi32(v, _mm512_castps_si512(_mm512_set1_ps(at(row, c + d))), 15));
+        else  // lane 15 from the pair after
+          out[kw] = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(_mm512_set1_ps(at(row, c + 30 + d))), v, 1));
+      }
+    };
+    for (int t = 0; t < K; ++t) held[t] = -1 - t;  // no row
+    for (int64_t r = 0; r < out_h; ++r) {
+      __m512 sums[K];
+#pragma GCC unroll 5
+      for (int kh = 0; kh < K; ++kh) {
+        const int64_t h = 2 * r - Pad + kh;
+        sums[kh] = _mm512_setzero_ps();
+        if (h < 0 || h >= height) continue;
+        if (held[h % K] != h) shift_row(h);
+        const __m512* row = ring[h % K];
+#pragma GCC unroll 5
+        for (int kw = 0; kw < K; ++kw) sums[kh] = _mm512_fmadd_ps(wv[kh * K + kw], row[kw], sums[kh]);
+      }
+      __m512 acc = _mm512_add_ps(_mm512_set1_ps(bias), sums[0]);
+#pragma GCC unroll 5
+      for (int kh = 1; kh < K; ++kh) acc = _mm512_add_ps(acc, sums[kh]);
+      const int64_t o = r * out_w + j * kLanes;
+      if (z != nullptr) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, z + o));
+      _mm512_mask_storeu_ps(y + o, m, tiles::activate(acc, e));
+    }
+  }
+}
+
 /// Whether a depthwise conv runs as run_stride2_3x3: 3x3, stride 2, padding 0 or 1 before each
 /// axis (any after it: TensorFlow's SAME pads 0 before and 1 after an even size), no dilation.
 bool stride2_3x3(const Window& w) {
@@ -264,10 +339,15 @@ bool conv_depthwise_f32(KernelContext& ctx, const ConvShape& s, const float* x, 
                         const float* z, float* y, const Epilogue& e) {
   const Window& w = s.w;
   auto input = [&](int64_t plane) { return x + ((plane / s.m) * s.c + (plane % s.m) / s.mg) * w.in_size(); };
-  const int odd = same_odd(w);
-  if (same3x3(w) || stride2_3x3(w) || odd > 0) {
+  const int odd = same_odd(w), pad5 = stride2_5x5(w);
+  if (same3x3(w) || stride2_3x3(w) || odd > 0 || pad5 > 0) {
     const int64_t out = w.out_size(), taps = w.k_size();
-    const auto run = same3x3(w) ? run_same3x3 : stride2_3x3(w) ? run_stride2_3x3 : odd == 5 ? run_same<5> : run_same<7>;
+    const auto run = same3x3(w)       ? run_same3x3
+                     : stride2_3x3(w) ? run_stride2_3x3
+                     : odd == 5       ? run_same<5>
+                     : odd == 7       ? run_same<7>
+                     : pad5 == 1      ? run_stride2_5x5<1>
+                                      : run_stride2_5x5<2>;
     ctx.parallel_for(s.n * s.m, std::max<int64_t>(1, 16384 / (taps * out)), [&](int64_t begin, int64_t end) {
       for (int64_t plane = begin; plane < end; ++plane) {
         const int64_t mm = plane % s.m;
