@@ -223,6 +223,9 @@ CASES = {
     # SAME on even sizes): outputs in two vectors, the ring of rows refilled two rows a step
     "depthwise_5x5_stride2": ((1, 4, 11, 45), (4, 1, 5, 5), dict(pads=[2, 2, 2, 2], strides=[2, 2], group=4)),
     "depthwise_5x5_stride2_tf_same": ((2, 3, 12, 40), (6, 1, 5, 5), dict(pads=[1, 1, 2, 2], strides=[2, 2], group=3)),
+    # just past what the in-place paths take (they would compute these wrongly): the padded copy
+    "depthwise_stride2_pad2": ((1, 4, 9, 20), (4, 1, 3, 3), dict(pads=[2, 2, 2, 2], strides=[2, 2], group=4)),
+    "depthwise_5x5_stride2_pad0": ((1, 4, 12, 40), (4, 1, 5, 5), dict(strides=[2, 2], group=4)),
     # a padded input over 4 MB and few output channels: tiles read the input in place
     "large_plane": ((1, 64, 130, 130), (16, 64, 3, 3), dict(pads=[1, 1, 1, 1])),
 }

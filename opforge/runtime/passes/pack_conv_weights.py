@@ -10,7 +10,7 @@ from onnx import AttributeProto
 from opforge import config
 from opforge.runtime.graph.graph import Graph, Node
 from opforge.runtime.graph.types import TensorType
-from opforge.runtime.passes.pack_matmul_weights import OPFORGE, _cpu_flags, pack_weights
+from opforge.runtime.passes.pack_matmul_weights import OPFORGE, PANEL, _cpu_flags, pack_weights
 from opforge.runtime.passes.rewrite import MICROSOFT, Uses, attribute, can_bind, constant, new_initializer
 
 # Which convs pack. Measured on every distinct single-group conv of the onnx wheel's light zoo
@@ -28,7 +28,6 @@ from opforge.runtime.passes.rewrite import MICROSOFT, Uses, attribute, can_bind,
 MAX_DIRECT_CHANNELS = 4
 MIN_K_POINTWISE, MAX_M_SHORT_POINTWISE = 128, 64
 MAX_PANEL_WASTE_POINTWISE, MAX_PANEL_WASTE = 1.15, 1.34
-PANEL = 32
 _COPIED = ("activation", "activation_params", "auto_pad", "dilations", "pads", "strides")
 _ATTR_TYPES = {"M": AttributeProto.INT, "kernel_shape": AttributeProto.INTS, "activation": AttributeProto.STRING,
                "activation_params": AttributeProto.FLOATS, "auto_pad": AttributeProto.STRING,

@@ -96,14 +96,6 @@ __attribute__((always_inline)) inline void store_window(const __m512 wv[9], floa
   _mm512_mask_storeu_ps(y + at, m, tiles::activate(acc, e));
 }
 
-/// Whether a depthwise conv runs as run_same3x3: 3x3, stride 1, padding 1 on every side, no
-/// dilation (the output the input's size).
-bool same3x3(const Window& w) {
-  for (int a = 1; a < 3; ++a)
-    if (w.k[a] != 3 || w.stride[a] != 1 || w.dil[a] != 1 || w.pad[a] != 1 || w.pad_end[a] != 1) return false;
-  return w.in[0] == 1 && w.k[0] == 1 && w.out[0] == 1;
-}
-
 /// One plane of a 3x3 depthwise conv of stride 1 and padding 1, read where it lies: down each
 /// column of vectors, the three input rows around an output row are in registers with their
 /// columns shifted a lane each way (valignd), zero past the plane's edges, so each output
@@ -128,14 +120,29 @@ void run_same3x3(const Window& w, const float* x, const float* wt, float bias, c
   }
 }
 
-/// The kernel size K (5 or 7) of a depthwise conv that runs as run_same<K>: KxK, stride 1,
-/// padding K / 2 on every side, no dilation; else 0.
-int same_odd(const Window& w) {
-  const int64_t k = w.k[1];
-  if (k != 5 && k != 7) return 0;
-  for (int a = 1; a < 3; ++a)
-    if (w.k[a] != k || w.stride[a] != 1 || w.dil[a] != 1 || w.pad[a] != k / 2 || w.pad_end[a] != k / 2) return 0;
-  return w.in[0] == 1 && w.k[0] == 1 && w.out[0] == 1 ? int(k) : 0;
+/// Output vector `at` (lanes m) of a KxK window whose input rows h0 .. h0 + K - 1 hold their
+/// tap columns in ring[row % K] (rows outside [0, height) add nothing): bias + the weights times
+/// the ring, each kernel row's K FMAs in a chain of their own (one chain of K * K dependent FMAs
+/// waited on their latency: 5x5, 100 cycles a vector), plus Z, then the register activation.
+template <int K>
+__attribute__((always_inline)) inline void store_ring(const __m512* wv, const __m512 (&ring)[K][K], int64_t h0,
+                                                      int64_t height, float bias, const float* z, const Epilogue& e,
+                                                      __mmask16 m, int64_t at, float* y) {
+  __m512 sums[K];
+#pragma GCC unroll 7
+  for (int kh = 0; kh < K; ++kh) {
+    const int64_t h = h0 + kh;
+    sums[kh] = _mm512_setzero_ps();
+    if (h < 0 || h >= height) continue;
+    const __m512* row = ring[h % K];
+#pragma GCC unroll 7
+    for (int kw = 0; kw < K; ++kw) sums[kh] = _mm512_fmadd_ps(wv[kh * K + kw], row[kw], sums[kh]);
+  }
+  __m512 acc = _mm512_add_ps(_mm512_set1_ps(bias), sums[0]);
+#pragma GCC unroll 7
+  for (int kh = 1; kh < K; ++kh) acc = _mm512_add_ps(acc, sums[kh]);
+  if (z != nullptr) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, z + at));
+  _mm512_mask_storeu_ps(y + at, m, tiles::activate(acc, e));
 }
 
 /// One plane of a KxK depthwise conv (K = 5, 7) of stride 1 and padding K / 2, read where it
@@ -175,37 +182,9 @@ void run_same(const Window& w, const float* x, const float* wt, float bias, cons
     for (int64_t h = 0; h < std::min<int64_t>(P, height); ++h) shift_row(h);
     for (int64_t r = 0; r < height; ++r) {
       if (r + P < height) shift_row(r + P);
-      // a sum per kernel row, added at the end: one chain of K * K dependent FMAs waited on
-      // their latency (5x5: 100 cycles a vector)
-      __m512 sums[K];
-#pragma GCC unroll 7
-      for (int kh = 0; kh < K; ++kh) {
-        const int64_t h = r + kh - P;
-        sums[kh] = _mm512_setzero_ps();
-        if (h < 0 || h >= height) continue;
-        const __m512* row = ring[h % K];
-#pragma GCC unroll 7
-        for (int kw = 0; kw < K; ++kw) sums[kh] = _mm512_fmadd_ps(wv[kh * K + kw], row[kw], sums[kh]);
-      }
-      __m512 acc = _mm512_add_ps(_mm512_set1_ps(bias), sums[0]);
-#pragma GCC unroll 7
-      for (int kh = 1; kh < K; ++kh) acc = _mm512_add_ps(acc, sums[kh]);
-      const int64_t at = r * width + j * kLanes;
-      if (z != nullptr) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, z + at));
-      _mm512_mask_storeu_ps(y + at, m, tiles::activate(acc, e));
+      store_ring<K>(wv, ring, r - P, height, bias, z, e, m, r * width + j * kLanes, y);
     }
   }
-}
-
-/// The padding before the axes (1 or 2, the same on both) of a depthwise conv that runs as
-/// run_stride2_5x5: 5x5, stride 2, no dilation (TensorFlow's SAME pads 1 before an even size,
-/// 2 before an odd one); else 0.
-int stride2_5x5(const Window& w) {
-  const int64_t pad = w.pad[1];
-  if (pad != 1 && pad != 2) return 0;
-  for (int a = 1; a < 3; ++a)
-    if (w.k[a] != 5 || w.stride[a] != 2 || w.dil[a] != 1 || w.pad[a] != pad) return 0;
-  return w.in[0] == 1 && w.k[0] == 1 && w.out[0] == 1 ? int(pad) : 0;
 }
 
 /// One plane of a 5x5 depthwise conv of stride 2 padded Pad before each axis, read where it
@@ -253,33 +232,12 @@ void run_stride2_5x5(const Window& w, const float* x, const float* wt, float bia
     };
     for (int t = 0; t < K; ++t) held[t] = -1 - t;  // no row
     for (int64_t r = 0; r < out_h; ++r) {
-      __m512 sums[K];
-#pragma GCC unroll 5
-      for (int kh = 0; kh < K; ++kh) {
-        const int64_t h = 2 * r - Pad + kh;
-        sums[kh] = _mm512_setzero_ps();
-        if (h < 0 || h >= height) continue;
+      const int64_t h0 = 2 * r - Pad;
+      for (int64_t h = std::max<int64_t>(h0, 0); h < std::min<int64_t>(h0 + K, height); ++h)
         if (held[h % K] != h) shift_row(h);
-        const __m512* row = ring[h % K];
-#pragma GCC unroll 5
-        for (int kw = 0; kw < K; ++kw) sums[kh] = _mm512_fmadd_ps(wv[kh * K + kw], row[kw], sums[kh]);
-      }
-      __m512 acc = _mm512_add_ps(_mm512_set1_ps(bias), sums[0]);
-#pragma GCC unroll 5
-      for (int kh = 1; kh < K; ++kh) acc = _mm512_add_ps(acc, sums[kh]);
-      const int64_t o = r * out_w + j * kLanes;
-      if (z != nullptr) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(m, z + o));
-      _mm512_mask_storeu_ps(y + o, m, tiles::activate(acc, e));
+      store_ring<K>(wv, ring, h0, height, bias, z, e, m, r * out_w + j * kLanes, y);
     }
   }
-}
-
-/// Whether a depthwise conv runs as run_stride2_3x3: 3x3, stride 2, padding 0 or 1 before each
-/// axis (any after it: TensorFlow's SAME pads 0 before and 1 after an even size), no dilation.
-bool stride2_3x3(const Window& w) {
-  for (int a = 1; a < 3; ++a)
-    if (w.k[a] != 3 || w.stride[a] != 2 || w.dil[a] != 1 || (w.pad[a] != 0 && w.pad[a] != 1)) return false;
-  return w.in[0] == 1 && w.k[0] == 1 && w.out[0] == 1;
 }
 
 /// Input row `row`'s columns for output vector j of a stride-2 3x3 window padded by Pad (0 or 1)
@@ -335,21 +293,37 @@ void run_stride2_3x3(const Window& w, const float* x, const float* wt, float bia
   (w.pad[2] == 1 ? run_stride2_rows<1> : run_stride2_rows<0>)(w, x, wt, bias, z, e, y);
 }
 
+using PlaneRun = void (*)(const Window&, const float*, const float*, float, const float*, const Epilogue&, float*);
+
+/// The path that reads the input in place for this window, or null (planes then go through a
+/// padded copy): 2-D, square, no dilation, and stride 1 with padding K / 2 on every side for
+/// K = 3, 5, 7; or stride 2 with 3x3 padded 0 or 1 before each axis, or 5x5 padded 1 or 2
+/// before both (TensorFlow's SAME pads one less before an even size); any padding after.
+PlaneRun in_place_run(const Window& w) {
+  const int64_t k = w.k[1], stride = w.stride[1];
+  if (w.in[0] != 1 || w.k[0] != 1 || w.out[0] != 1 || w.k[2] != k || w.stride[2] != stride || w.dil[1] != 1 ||
+      w.dil[2] != 1)
+    return nullptr;
+  if (stride == 1) {
+    for (int a = 1; a < 3; ++a)
+      if (w.pad[a] != k / 2 || w.pad_end[a] != k / 2) return nullptr;
+    return k == 3 ? run_same3x3 : k == 5 ? run_same<5> : k == 7 ? run_same<7> : nullptr;
+  }
+  if (stride != 2) return nullptr;
+  if (k == 3 && w.pad[1] <= 1 && w.pad[2] <= 1) return run_stride2_3x3;
+  if (k == 5 && w.pad[1] == w.pad[2] && (w.pad[1] == 1 || w.pad[1] == 2))
+    return w.pad[1] == 1 ? run_stride2_5x5<1> : run_stride2_5x5<2>;
+  return nullptr;
+}
+
 }  // namespace
 
 bool conv_depthwise_f32(KernelContext& ctx, const ConvShape& s, const float* x, const float* wt, const float* bias,
                         const float* z, float* y, const Epilogue& e) {
   const Window& w = s.w;
   auto input = [&](int64_t plane) { return x + ((plane / s.m) * s.c + (plane % s.m) / s.mg) * w.in_size(); };
-  const int odd = same_odd(w), pad5 = stride2_5x5(w);
-  if (same3x3(w) || stride2_3x3(w) || odd > 0 || pad5 > 0) {
+  if (const PlaneRun run = in_place_run(w)) {
     const int64_t out = w.out_size(), taps = w.k_size();
-    const auto run = same3x3(w)       ? run_same3x3
-                     : stride2_3x3(w) ? run_stride2_3x3
-                     : odd == 5       ? run_same<5>
-                     : odd == 7       ? run_same<7>
-                     : pad5 == 1      ? run_stride2_5x5<1>
-                                      : run_stride2_5x5<2>;
     ctx.parallel_for(s.n * s.m, std::max<int64_t>(1, 16384 / (taps * out)), [&](int64_t begin, int64_t end) {
       for (int64_t plane = begin; plane < end; ++plane) {
         const int64_t mm = plane % s.m;
