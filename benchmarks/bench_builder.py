@@ -8,10 +8,13 @@ Measures, for the same leaky_relu kernel written three ways:
                     starts from an empty cache)
   edit + rebuild    change one constant in the op's source, build and load again
   fresh process     a new Python process: import, load from cache, first call on numpy
-and prints medians, the ratio of opforge to each anchor and the load average. Every cold sample
+  new folder        load_dir() of a folder never built before, holding one op (its include path
+                    differs from every earlier library's; the support build is shared)
+and then builds --folders libraries of one op, each in its own folder, and prints the cache's
+size by kind. It prints medians, the ratio of opforge to each anchor and the load average. Every cold sample
 builds a source text no earlier sample built (a cache hit is not a cold build). Targets
 (DESIGN.md): cold <= 0.25 s, first ever <= 3 s, fresh process <= `import numpy` alone + 15 ms,
-measured in the same run; edit-rebuild <= 0.5 s.
+measured in the same run; edit-rebuild <= 0.5 s; new folder <= 0.5 s.
 """
 import argparse
 import os
@@ -102,6 +105,18 @@ class Opforge:
             "lib.leaky_relu(np.ones(16, np.float32), alpha=0.1)\n",
             {"OPFORGE_CACHE_DIR": str(self.cache)})
 
+    def new_folder(self, index: int) -> float:
+        """load_dir() of a new folder holding one op no earlier sample built."""
+        folder = self.work / f"ops_{index}"
+        folder.mkdir()
+        (folder / "op.cpp").write_text(OPFORGE_OP.replace("BIAS", f"{index}.125f"))
+        return timed(lambda: self.opforge.load_dir(folder))
+
+    def cache_usage(self) -> dict:
+        from opforge.cache import evict
+
+        return evict.usage(self.cache)
+
 
 class PlainPybind:
     name = "g++ -O2 pybind11"
@@ -167,6 +182,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-torch", action="store_true", help="skip torch's cpp_extension (slow)")
+    parser.add_argument("--folders", type=int, default=13, help="one-op libraries built in folders of their own")
     args = parser.parse_args()
     numpy_alone = statistics.median(fresh_process("import numpy") for _ in range(max(args.repeat, 3)))
     targets = {"cold build": 0.25, "edit + rebuild": 0.5, "fresh process": numpy_alone + 0.015}
@@ -182,6 +198,8 @@ def main() -> None:
                 print(f"({cls.name}: not installed, skipped)")
         first = tools["opforge"].first_ever()
         results = {name: measure(tool, args.repeat) for name, tool in tools.items()}
+        folders = [tools["opforge"].new_folder(i) for i in range(args.folders)]
+        usage = tools["opforge"].cache_usage()
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"\nbuild benchmark, median of {args.repeat}, seconds ({os.cpu_count()} cores, load average {load})")
     if os.getloadavg()[0] >= 0.5:
@@ -199,6 +217,13 @@ def main() -> None:
         print(row)
     print(f"{'first ever':<16}{first:>10.3f}   (empty cache: support object + precompiled header too; "
           f"target <= 3){'  ok' if first <= 3 else '  MISSED'}")
+    new_folder = statistics.median(folders) if folders else float("nan")
+    print(f"{'new folder':<16}{new_folder:>10.3f}   (load_dir of a one-op folder, median of {len(folders)}; "
+          f"target <= 0.5){'  ok' if new_folder <= 0.5 else '  MISSED'}")
+    libraries = 1 + 2 * args.repeat + len(folders)
+    print(f"\ncache after {libraries} one-op libraries ({len(folders)} in folders of their own): "
+          f"{sum(usage.values()) / 2**20:.1f} MiB; by kind: "
+          + ", ".join(f"{kind} {n / 2**20:.1f} MiB" for kind, n in usage.items() if n))
     print("\nratio < 1 means opforge is faster than the anchor.")
 
 

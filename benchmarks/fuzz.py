@@ -4,12 +4,13 @@
                               [--save FOLDER] [--replay FOLDER/CASE]
 
 Prints how many cases ran, were refused with an opforge error, were cancelled after running
-too long ("slow"), escaped as another exception ("bare"), crashed the worker or hung (did not
-stop even when cancelled), with the crashes, hangs and bare exceptions by mutation
+too long ("slow"), escaped as another exception ("bare"), were refused with an opforge error
+wrapping another exception raised inside a kernel ("internal"), crashed the worker or hung (did
+not stop even when cancelled), with the crashes, hangs, bare and internal exceptions by mutation
 and by error. ``--save`` writes a reproducer for each of those (model.onnx, runs.pkl with the
 feeds of each run, verdict.txt); ``--replay`` runs one in this process. ``--ort`` also runs each
 case on onnxruntime and lists where the two disagree on refusing a case. Cases come from
-tests/fuzzing.py; target (DESIGN.md): 0 crashes, 0 bare exceptions (and no hangs).
+tests/fuzzing.py; target (DESIGN.md): 0 crashes, 0 bare or internal exceptions (and no hangs).
 """
 import argparse
 import collections
@@ -27,7 +28,7 @@ if any((ROOT / "opforge").glob("_core*.so")):   # a built checkout fuzzes its ow
 sys.path.insert(0, str(ROOT / "tests"))
 from fuzzing import make_case, model_seeds, node_seeds, run_cases  # noqa: E402
 
-FINDINGS = ("crash", "hang", "bare")
+FINDINGS = ("crash", "hang", "bare", "internal")
 
 
 def main() -> None:

@@ -111,3 +111,9 @@ for key, micros in sorted(total.items(), key=lambda item: -item[1]):
 # the MatMul shows as PackedMatMul: from the extended optimization level on, its weights are packed
 # once, at session creation, for opforge's own GEMM tiles
 assert {"PackedMatMul on CPUExecutionProvider", "Swish on CPUExecutionProvider"} <= set(total), total
+
+# %% Clean up: the sources' folder goes (the built libraries stay in opforge's cache)
+import shutil  # noqa: E402
+
+shutil.rmtree(work)
+print("removed", work)

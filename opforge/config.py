@@ -60,6 +60,14 @@ def prebuilt_kernels() -> bool:
     return os.environ.get("OPFORGE_PREBUILT_KERNELS", "1") not in ("0", "")
 
 
+def kernel_march() -> str:
+    """$OPFORGE_KERNEL_MARCH: the -march the built-in CPU kernels are compiled for, "native"
+    (default: the library `pip install` built for this machine) or another target the compiler
+    knows ("haswell" for AVX2 + FMA only, "x86-64-v2" for SSE4.2), built on first use into the
+    cache: how tests run the instruction-set paths below the machine's."""
+    return os.environ.get("OPFORGE_KERNEL_MARCH", "").strip() or "native"
+
+
 GEMM_ISAS = ("auto", "avx512", "avx2", "portable", "blas")
 
 

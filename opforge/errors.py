@@ -12,8 +12,11 @@ class BuildError(OpforgeError):
     ``log`` holds the whole compiler output and ``command`` the command that failed.
     """
 
-    def __init__(self, message: str, log: str = "", command: str = ""):
-        super().__init__(message)
+    def __init__(self, message: str, log: str = "", command: str = "", where: str = ""):
+        super().__init__(message + (f"\n\n({where}the full log is in .log, the command in .command)"
+                                    if where or log else ""))
+        self.message = message   # without the note on .log and .command (the command line has files)
+        self.where = where
         self.log = log
         self.command = command
 

@@ -126,15 +126,19 @@ class Predictor:
     (default: the output's name); columns the model does not read (ids, labels) pass through.
     A model whose inputs have a fixed batch dimension of 1 runs a batch row by row. Numeric
     columns are cast to the dtype the model declares (a table holds Python floats as float64).
-    Model and libraries come through Ray's object store.
+    Model and libraries come through Ray's object store. ``threads``: the session's threads
+    when ``session_options`` is not given (predict passes the actor's CPU reservation).
     """
 
     def __init__(self, model: bytes, custom_ops: Sequence[Any] = (), input_columns=None,
-                 output_columns=None, providers=None, session_options=None):
+                 output_columns=None, providers=None, session_options=None, threads: int | None = None):
         import opforge
 
         model, custom_ops = _resolve(model), _resolve(custom_ops)
         ops = [install(op) if isinstance(op, ShippedLibrary) else op for op in custom_ops]
+        if session_options is None and threads:   # the CPUs this actor reserved, not every core
+            session_options = opforge.SessionOptions()
+            session_options.intra_op_num_threads = threads
         self.session = opforge.InferenceSession(model, session_options, providers=providers, custom_ops=ops)
         self.inputs = [i.name for i in self.session.get_inputs()]
         self.dtypes = {i.name: _declared_dtype(i.type) for i in self.session.get_inputs()}
@@ -183,8 +187,11 @@ def predict(dataset, model, *, custom_ops: Sequence[Any] = (), input_columns=Non
     """``dataset`` mapped through ``model`` (a path, bytes or ModelProto) by `Predictor` actors.
 
     Custom ops are built here, once; the model and the built libraries are put in the object
-    store once and read by each actor. GPU workers (``num_gpus=1`` in ``map_batches_args``) run
-    the CUDA provider first unless ``providers`` says otherwise. Returns the mapped
+    store once and read by each actor. ``concurrency``: how many actors (an int, or Ray's
+    (min, max) range); each reserves ``num_cpus`` (default 1) and its session runs on that many
+    threads unless ``session_options`` says otherwise, so N actors fill a cluster of N CPUs
+    without oversubscribing it. GPU workers (``num_gpus=1`` in ``map_batches_args``) run the
+    CUDA provider first unless ``providers`` says otherwise. Returns the mapped
     ray.data.Dataset.
     """
     import ray
@@ -194,19 +201,36 @@ def predict(dataset, model, *, custom_ops: Sequence[Any] = (), input_columns=Non
     model_bytes = _model_bytes(model)
     ops = _prepare_ops(custom_ops)
     dataset = _spread(dataset, concurrency)
+    threads = max(1, int(map_batches_args.get("num_cpus") or 1))
     return dataset.map_batches(
-        Predictor, batch_size=batch_size, batch_format="numpy", concurrency=concurrency,
+        Predictor, batch_size=batch_size, batch_format="numpy", **_actors(concurrency),
         fn_constructor_args=(ray.put(model_bytes), ray.put(ops)),
         fn_constructor_kwargs=dict(input_columns=input_columns, output_columns=output_columns,
-                                   providers=providers, session_options=session_options),
+                                   providers=providers, session_options=session_options, threads=threads),
         **map_batches_args)
+
+
+def _actors(concurrency) -> dict:
+    """How map_batches is told the actor pool's size: ``compute=ActorPoolStrategy`` where this
+    Ray deprecates ``concurrency`` (it warns on every call there), ``concurrency`` where it is
+    the way."""
+    import ray.data
+
+    doc = ray.data.Dataset.map_batches.__doc__ or ""
+    if "concurrency: This argument is deprecated" not in " ".join(doc.split()):
+        return {"concurrency": concurrency}
+    if isinstance(concurrency, tuple):
+        return {"compute": ray.data.ActorPoolStrategy(min_size=concurrency[0], max_size=concurrency[-1])}
+    return {"compute": ray.data.ActorPoolStrategy(size=concurrency)}
 
 
 def _spread(dataset, concurrency):
     """``dataset`` in enough blocks for every worker to get batches. Ray Data hands a worker whole
     blocks, and ``from_numpy(array)`` or a small ``from_items`` is a single block, which would keep
     every other worker idle. A materialized dataset with fewer than two blocks per worker is split
-    (in order, without a shuffle); a lazy one is left as its reads will block it."""
+    (in order, without a shuffle) here, before the actors start: split while they run, the split's
+    tasks would wait for a CPU that N actors on N CPUs never free. A lazy one is left as its reads
+    will block it."""
     from ray.data.dataset import MaterializedDataset
 
     workers = max(concurrency) if isinstance(concurrency, tuple) else concurrency
@@ -214,7 +238,7 @@ def _spread(dataset, concurrency):
         return dataset
     if dataset.num_blocks() >= 2 * workers:
         return dataset
-    return dataset.repartition(2 * workers, shuffle=False)
+    return dataset.repartition(2 * workers, shuffle=False).materialize()
 
 
 def _declared_dtype(type_string: str) -> "np.dtype | None":

@@ -42,3 +42,20 @@ def pytest_collection_modifyitems(config, items):
         skip = pytest.mark.skip(reason=f"needs a CUDA GPU: {why}")
         for item in marked:
             item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The hand-written instruction-set paths the built-in kernels took in this run, so a run's
+    output says which kernel variants it tested (and which it could not, on this CPU)."""
+    import sys
+
+    library = sys.modules.get("opforge.runtime.providers.cpu.library")
+    if library is None or not library._loaded:
+        return
+    kernels = next(iter(library._loaded.values()))
+    paths = library.kernel_paths(kernels)
+    march = os.environ.get("OPFORGE_KERNEL_MARCH", "native")
+    terminalreporter.write_sep("-", f"kernel paths taken (build -march={march}: "
+                                    f"{' '.join(library.kernel_isa(kernels)) or 'no SIMD'})")
+    for name, calls in sorted(paths.items()):
+        terminalreporter.write_line(f"  {name:<44}{calls:>10} calls")

@@ -3,7 +3,9 @@
 
 Each case: create an InferenceSession with the case's options, then run it once per feed dict of
 ``case.runs`` (later runs use the compiled plan). Outcomes: "ran"; "refused", an opforge error;
-"bare", any other exception escaping opforge's public API; "slow", a run that was still going
+"bare", any other exception escaping opforge's public API; "internal", an opforge error that wraps
+another exception raised inside a kernel (a TypeError or IndexError from code that a bad value
+reached: a finding, not a refusal); "slow", a run that was still going
 after RUN_BUDGET seconds and stopped when its RunOptions.terminate was set (a run that does not
 stop is the caller's "hang"). Memory is capped so that a huge allocation fails instead of
 exhausting the machine.
@@ -38,6 +40,10 @@ def run_opforge(case) -> Outcome:
             if _run_within_budget(session, feeds):
                 return Outcome("slow", "", f"a run took over {RUN_BUDGET:.0f}s and stopped when cancelled")
     except OpforgeError as exc:
+        inner = _foreign_cause(exc)
+        if inner is not None:
+            return Outcome("internal", f"{type(exc).__name__} from {type(inner).__name__}",
+                           _where(inner) + str(exc)[:500])
         return Outcome("refused", type(exc).__name__, str(exc)[:500])
     except Exception as exc:  # anything else escaping the public API is a finding
         return Outcome("bare", type(exc).__name__, _where(exc) + str(exc)[:500])
@@ -78,6 +84,21 @@ def run_ort(case) -> Outcome:
     except Exception as exc:  # every refusal of onnxruntime's counts the same
         return Outcome("refused", type(exc).__name__, str(exc)[:500])
     return Outcome("ran")
+
+
+def _foreign_cause(exc: BaseException) -> "BaseException | None":
+    """The first exception in ``exc``'s chain of causes that is not one of opforge's own (its
+    errors name what is wrong; a bare TypeError inside a kernel says a bad value got through)."""
+    from opforge.errors import OpforgeError
+
+    seen = set()
+    cause = exc.__cause__   # the executor chains what a kernel raised (an `except` that
+    while cause is not None and id(cause) not in seen:   # translates an error sets no cause)
+        seen.add(id(cause))
+        if not isinstance(cause, OpforgeError):
+            return cause
+        cause = cause.__cause__
+    return None
 
 
 def _where(exc: BaseException) -> str:

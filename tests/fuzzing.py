@@ -63,7 +63,8 @@ class Case:
 @dataclass
 class Outcome:
     """What a runtime did with a case: ran, refused (an error of its own), bare (an exception
-    that is not opforge's), crash, hang; with the error type and message."""
+    that is not opforge's), internal (an error of its own wrapping one that is not, raised
+    inside a kernel), crash, hang; with the error type and message."""
 
     verdict: str
     error: str = ""

@@ -17,6 +17,7 @@ def run_example(name: str, cwd) -> str:
 
 def test_walkthrough_runs_every_cell(tmp_path):
     out = run_example("walkthrough.py", tmp_path)
+    assert not list(tmp_path.glob("opforge-walkthrough-*")), "the walkthrough left its folder in the temp folder"
     assert "Swish(X, /, *, beta=1.0)" in out                            # help(op)
     assert "after the edit, Swish(x) is doubled" in out                 # the header edit reloaded
     assert "BuildError: " in out and "swish.cpp:9:" in out and "flaot" in out

@@ -35,7 +35,7 @@ def test_the_stamp_digests_the_sources_as_the_build_found_them(tmp_path, monkeyp
     sources = {"digest": "sources when compiling began"}
     monkeypatch.setattr(native, "inputs_digest", lambda: sources["digest"])
 
-    def fake_ninja(work, verbose, echo=False):
+    def fake_ninja(work, verbose, echo=False, progress=None):
         sources["digest"] = "sources edited during the build"
         (work / native.PREBUILT.name).write_bytes(b"\x7fELF")
         return True, ""

@@ -144,3 +144,31 @@ def test_gpu_workers_ask_for_the_cuda_provider_first(monkeypatch):
     chosen = opray.predict(_RecordingDataset(), model, num_gpus=1, providers=["CPUExecutionProvider"])
     assert chosen.kwargs["fn_constructor_kwargs"]["providers"] == ["CPUExecutionProvider"]
     assert opray.predict(_RecordingDataset(), model).kwargs["fn_constructor_kwargs"]["providers"] is None
+
+
+def test_the_ray_example_runs_as_written_with_as_many_actors_as_cpus(tmp_path):
+    """examples/ray_batch.py: a cluster of 2 CPUs and concurrency=2, in a fresh process (the
+    example starts its own cluster). It hung when predict's own split of the dataset waited for
+    a CPU the two actors held; Ray's deprecation warning for `concurrency` must not show."""
+    import os
+    import subprocess
+
+    from helpers import EXAMPLES, ROOT
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, str(EXAMPLES / "ray_batch.py")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "1000 rows through 2 workers" in done.stdout
+    assert "deprecated" not in (done.stdout + done.stderr).lower(), done.stderr[-2000:]
+
+
+def test_sessions_in_actors_use_the_cpus_the_actor_reserved(monkeypatch):
+    monkeypatch.setattr(ray, "put", lambda value: value)
+    recorded = opray.predict(_RecordingDataset(), scale_relu_model(), num_cpus=2)
+    assert recorded.kwargs["fn_constructor_kwargs"]["threads"] == 2
+    relu = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])]), opset_imports=[helper.make_opsetid("", 17)])
+    predictor = opray.Predictor(relu.SerializeToString(), threads=2)
+    assert predictor.session.get_session_options().intra_op_num_threads == 2

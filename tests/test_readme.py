@@ -86,6 +86,7 @@ def test_every_readme_block_runs_as_written(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"a README block failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}"
     out = done.stdout
-    assert "leaky_relu(X, *, alpha=0.01) -> Y" in out                     # help(ops.leaky_relu)
+    assert "leaky_relu(X, /, *, alpha=0.01)" in out and "Y: same as X (float32 | float64)" in out   # help(op)
+    assert out.count("leaky_relu(X, ") == 1, "help(op) shows the signature once"
     assert "output y: float32 [2, 4]" in out and "latency over 10 runs" in out   # opforge run
     assert (work / "out.npz").is_file() and (work / "ops" / "my_ops.cpp").is_file()

@@ -3,13 +3,15 @@ import re
 from pathlib import Path
 
 from opforge import config
-from opforge.builder.build import Build
+from opforge.builder.build import Build, InputsChanged
 from opforge.builder.loader import load_entry
 from opforge.builder.spec import CPP_SUFFIXES, CUDA_SUFFIXES, make_spec
 from opforge.builder.toolchain import detect
 from opforge.builder.cuda_toolchain import detect_cuda
 from opforge.cache import cache_root, digest, write_atomic
-from opforge.errors import CacheError
+from opforge.errors import BuildError, CacheError
+
+_BUILD_ATTEMPTS = 3   # builds tried while the inputs keep changing under them
 
 
 class CustomOpBuilder:
@@ -36,22 +38,34 @@ class CustomOpBuilder:
                               extra_cuda_cflags)
 
     def load(self):
-        """Builds if needed and returns the library.
+        """Builds if needed and returns the library, from the sources as they are now (a builder
+        kept in a notebook cell loads each edit).
 
         Returns an OpLibrary (a module whose attributes are the ops) or, for pybind11 sources,
-        the extension module. Raises BuildError when compiling fails, CacheError when the cache
-        folder is unsafe. A cached entry that is corrupt or fails to load is rebuilt.
+        the extension module. Raises BuildError when compiling or linking fails (a symbol no
+        source defines included), CacheError when the cache folder is unsafe. A cached entry
+        that is corrupt or fails to load is rebuilt. A library is cached under the digest of
+        exactly the bytes it was compiled from: a source or header edited while it builds is
+        read again and the library built again.
         """
         root = cache_root()
-        build = Build(self.spec, detect(root), root, detect_cuda(root) if self.spec.is_cuda else None)
-        entry = build.lookup()
-        if entry is None:
-            entry = build.build()
-        try:
-            return load_entry(entry, self.spec.name)
-        except (ImportError, CacheError):   # unloadable, or changed since the lookup: rebuild
-            build.discard(entry)
-            return load_entry(build.build(clean=True), self.spec.name)
+        toolchain = detect(root)
+        cuda = detect_cuda(root) if self.spec.is_cuda else None
+        for attempt in range(_BUILD_ATTEMPTS):
+            self.spec = self.spec.reread()
+            build = Build(self.spec, toolchain, root, cuda)
+            try:
+                entry = build.lookup() or build.build(clean=attempt > 0)
+                try:
+                    return load_entry(entry, self.spec.name)
+                except (ImportError, CacheError):   # unloadable, or changed since the lookup
+                    build.discard(entry)
+                    return load_entry(build.build(clean=True), self.spec.name)
+            except InputsChanged as changed:
+                last = str(changed)
+        raise BuildError(f"library '{self.spec.name}': its inputs kept changing while it was built "
+                         f"({last}); nothing was cached. If a file's modification time is in the "
+                         "future, touch it; else load again once the files are saved")
 
 
 def load_inline(name, cpp_source="", backend=None, extra_cflags=None, extra_ldflags=None,

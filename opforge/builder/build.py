@@ -33,6 +33,22 @@ def templates_digest() -> str:
     return _templates_digest
 
 
+class InputsChanged(Exception):
+    """A source or header the build read changed while it ran: the library may hold code other
+    than the bytes its key names, so it is not published (the caller reads them again)."""
+
+
+def support_flags(spec: BuildSpec, cuda=None) -> tuple:
+    """The flags opforge's support object and precompiled header are built with: the library's
+    own flags without its include folders (which change neither), so libraries in different
+    folders share one support build."""
+    flags = [*BASE_CFLAGS, f"-I{TEMPLATES}"]
+    if cuda is not None:
+        for folder in cuda.include_dirs:
+            flags += ["-isystem", folder]
+    return tuple(flags) + spec.extra_cflags
+
+
 def compile_flags(spec: BuildSpec, support_path: "Path | None" = None, cuda=None) -> tuple:
     """Host compiler flags for the library's C++ sources (the PCH folder first, when there is
     one); a CUDA library's host sources also see the CUDA headers."""
@@ -138,8 +154,7 @@ class Build:
         workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         started = time.perf_counter()
         print(f"opforge: building '{self.spec.name}' ({len(self.spec.sources)} source(s))", flush=True)
-        sup = support.support_dir(self.root, self.toolchain, compile_flags(self.spec, cuda=self.cuda),
-                                  self.cuda)
+        sup = support.support_dir(self.root, self.toolchain, support_flags(self.spec, self.cuda), self.cuda)
         plan = self._plan(workdir, sup)
         write_if_changed(workdir / "build.ninja", ninja_text(plan))
         ok, log = run_ninja(workdir, self.spec.verbose)
@@ -151,10 +166,13 @@ class Build:
             write_if_changed(workdir / "build.ninja", ninja_text(plan))
             ok, log = run_ninja(workdir, self.spec.verbose)
         if not ok:
-            raise build_error(self.spec.name, log, "")
+            raise build_error(self.spec.name, log, "", plan)
         headers = self._headers(plan)
+        changed = self._changed_inputs(headers)
+        if changed:
+            raise InputsChanged(", ".join(changed))
         key2 = digest(self.key1, [(h, file_digest(h)) for h in headers])
-        entry = self._publish(Path(plan.output), key2, headers, log)
+        entry = self._publish(Path(plan.output), key2, headers, log, plan)
         write_atomic(self.deps_file, json.dumps({"headers": headers}))
         print(f"opforge: built '{self.spec.name}' in {time.perf_counter() - started:.2f} s", flush=True)
         return entry
@@ -167,7 +185,7 @@ class Build:
             flags += (f"-DOPFORGE_EXTENSION_NAME={self.module_name()}",)
         objects = {src: str(workdir / "obj" / f"{src.stem}-{digest(str(src))[:8]}.o") for src in self.spec.sources}
         host = tuple((objects[s], str(s)) for s in self.spec.sources if s.suffix != ".cu")
-        ldflags = ("-shared",) + self.spec.extra_ldflags
+        ldflags = self.spec.link_flags()
         if self.cuda is None:
             return NinjaPlan(self.toolchain.command, flags, ldflags, host,
                              (str(sup / "opforge_support.o"),), str(workdir / f"lib{self.spec.name}.so"))
@@ -176,6 +194,20 @@ class Build:
                          (str(sup / "opforge_support.o"), str(sup / "opforge_cuda_support.o")),
                          str(workdir / f"lib{self.spec.name}.so"), self.cuda.command,
                          cuda_flags(self.spec, self.toolchain, self.archs), device)
+
+    def _changed_inputs(self, headers: list) -> list:
+        """The sources and headers written since the spec read the sources (a source whose
+        text differs, or any input modified after that moment): what this build compiled may
+        not be what the key was computed from."""
+        changed = [str(p) for p, text in zip(self.spec.sources, self.spec.texts)
+                   if not p.is_file() or p.read_text(errors="replace") != text]
+        for path in [*map(str, self.spec.sources), *headers]:
+            try:
+                if os.stat(path).st_mtime_ns >= self.spec.read_at_ns and path not in changed:
+                    changed.append(path)
+            except OSError:
+                changed.append(path)
+        return changed
 
     def _headers(self, plan) -> list:
         """Headers the compiler read, outside opforge's own (covered by the config key)."""
@@ -190,7 +222,7 @@ class Build:
                     seen.append(path)
         return sorted(seen)
 
-    def _publish(self, built: Path, key2: str, headers: list, log: str) -> Entry:
+    def _publish(self, built: Path, key2: str, headers: list, log: str, plan) -> Entry:
         import shutil
         import sysconfig
         import tempfile
@@ -202,6 +234,13 @@ class Build:
         # its path, so a rebuilt entry under the old name would load the old, bad code again
         artifact = staging / f"{stem}-{os.urandom(4).hex()}{ext}"
         shutil.copy2(built, artifact)
+        if self.spec.is_extension:   # op libraries are linked with --no-undefined instead
+            from opforge.builder.diagnostics import unloadable_error
+
+            problem = unloadable_error(self.spec.name, artifact, plan)
+            if problem is not None:
+                discard(staging)
+                raise problem
         manifest = {
             "format": 1, "name": self.spec.name, "key": key2, "source_key": self.key1,
             "kind": "extension" if self.spec.is_extension else "ops",

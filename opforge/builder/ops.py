@@ -9,11 +9,51 @@ def _dtypes(param: dict) -> str:
     return " | ".join(param["dtypes"]) if param["dtypes"] else "any"
 
 
-def _param_line(param: dict) -> str:
+def _param_line(param: dict, dtypes: "str | None" = None) -> str:
     flags = [f for f in ("optional", "variadic") if param[f]]
     extra = f" ({', '.join(flags)})" if flags else ""
     doc = f"  {param['doc']}" if param["doc"] else ""
-    return f"  {param['name']}: {_dtypes(param)}{extra}{doc}"
+    return f"  {param['name']}: {dtypes or _dtypes(param)}{extra}{doc}"
+
+
+def inferred_output_dtypes(handle, schema: dict) -> dict:
+    """{output index: text} for outputs that declare no dtypes, from the op's infer run on each
+    dtype its first input takes ("same as X (float32 | float64)", or the dtypes it gives);
+    outputs infer cannot tell about (a required attribute, a refused combination) are left out."""
+    from opforge import _core
+
+    inputs = schema["inputs"]
+    open_outputs = [k for k, p in enumerate(schema["outputs"]) if not p["dtypes"]]
+    if not open_outputs or not inputs or not inputs[0]["dtypes"]:
+        return {}
+    codes = {name: code for code, name in _core.DTYPE_NAMES.items()}
+    try:
+        attrs = handle.attrs({})
+    except Exception:   # a required attribute: infer cannot run without a value for it
+        return {}
+    seen: dict = {k: [] for k in open_outputs}
+    for dtype in inputs[0]["dtypes"]:
+        metas = []
+        for param in inputs:
+            if param["optional"] or param["variadic"] and param is not inputs[0]:
+                metas.append(None)
+                continue
+            own = dtype if param["dtypes"] == inputs[0]["dtypes"] or not param["dtypes"] else param["dtypes"][0]
+            metas.append((codes[own], (1,), None) if own in codes else None)
+        try:
+            types = handle.infer(metas, attrs, len(schema["outputs"]), False)
+        except Exception:
+            return {}
+        for k in open_outputs:
+            if k >= len(types) or types[k] is None:
+                return {}
+            seen[k].append((dtype, _core.DTYPE_NAMES[types[k][0]]))
+    text = {}
+    for k, pairs in seen.items():
+        outs = list(dict.fromkeys(out for _, out in pairs))
+        same = all(inp == out for inp, out in pairs)
+        text[k] = f"same as {inputs[0]['name']} ({' | '.join(outs)})" if same and len(outs) > 1 else " | ".join(outs)
+    return text
 
 
 def _attr_line(attr: dict) -> str:
@@ -36,15 +76,16 @@ def signature_text(schema: dict) -> str:
     return f"{schema['name']}({', '.join(args)}) -> {outs}"
 
 
-def schema_doc(schema: dict) -> str:
-    """The text help() shows for an op."""
+def schema_doc(schema: dict, with_signature: bool = True, output_dtypes: "dict | None" = None) -> str:
+    """The text help() shows for an op (``with_signature`` false where help() prints the Python
+    signature itself; ``output_dtypes``: inferred_output_dtypes)."""
     domain = schema["domain"] or "ai.onnx"
-    lines = [signature_text(schema), "",
-             f"domain '{domain}', since version {schema['since_version']}, backend {schema['backend']}"]
+    lines = ([signature_text(schema), ""] if with_signature else []) + [
+        f"domain '{domain}', since version {schema['since_version']}, backend {schema['backend']}"]
     if schema["doc"]:
         lines += ["", schema["doc"]]
     lines += ["", "Inputs:"] + [_param_line(p) for p in schema["inputs"]]
-    lines += ["Outputs:"] + [_param_line(p) for p in schema["outputs"]]
+    lines += ["Outputs:"] + [_param_line(p, (output_dtypes or {}).get(k)) for k, p in enumerate(schema["outputs"])]
     if schema["attributes"]:
         lines += ["Attributes (keyword arguments):"] + [_attr_line(a) for a in schema["attributes"]]
     return "\n".join(lines)
@@ -70,6 +111,21 @@ def op_signature(schema: dict) -> "inspect.Signature | None":
         return None
 
 
+class _SchemaDoc:
+    """An op's __doc__: its schema as help() shows it, made on first need (it runs the op's
+    infer); on the class, the class's own docstring."""
+
+    def __init__(self, class_doc: str):
+        self.class_doc = class_doc
+
+    def __get__(self, op, owner=None) -> str:
+        if op is None:
+            return self.class_doc
+        if op._doc is None:
+            op._doc = schema_doc(op.schema, op.__signature__ is None, inferred_output_dtypes(op.handle, op.schema))
+        return op._doc
+
+
 class Op:
     """An op of a built library, called eagerly on arrays: op(*inputs, **attributes).
 
@@ -86,8 +142,8 @@ class Op:
         self.handle = handle
         self.schema = handle.schema()
         self.__name__ = self.__qualname__ = self.schema["name"]
-        self.__doc__ = schema_doc(self.schema)
         self.__signature__ = op_signature(self.schema)
+        self._doc = None
 
     def __call__(self, *inputs, **attributes):
         return self.handle(*inputs, **attributes)
@@ -97,6 +153,9 @@ class Op:
 
     def __repr__(self) -> str:
         return f"<opforge op {signature_text(self.schema)}>"
+
+
+Op.__doc__ = _SchemaDoc(Op.__doc__)
 
 
 def make_op(handle) -> Op:

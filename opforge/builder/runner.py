@@ -26,11 +26,11 @@ def ninja_binary() -> str:
     return found
 
 
-def run_ninja(workdir: Path, verbose: bool, echo: "bool | None" = None) -> "tuple[bool, str]":
+def run_ninja(workdir: Path, verbose: bool, echo: "bool | None" = None, progress=None) -> "tuple[bool, str]":
     """Runs ninja in `workdir`; returns (succeeded, combined output). `verbose` shows every
     command and its output. `echo` prints ninja's output as it comes ([n/N] and the file being
     compiled); by default (None) that starts once the build has taken a second, so fast builds
-    stay quiet."""
+    stay quiet. `progress`, if given, is called with each line of output as it comes."""
     argv = [ninja_binary(), "-C", str(workdir), f"-j{config.build_jobs()}"]
     if verbose:
         argv.append("-v")
@@ -39,6 +39,8 @@ def run_ninja(workdir: Path, verbose: bool, echo: "bool | None" = None) -> "tupl
     chunks, shown, started = [], 0, time.monotonic()
     for line in proc.stdout:
         chunks.append(line)
+        if progress is not None:
+            progress(line)
         if verbose or echo or (echo is None and time.monotonic() - started > 1.0):
             sys.stdout.write("".join(chunks[shown:]))
             sys.stdout.flush()

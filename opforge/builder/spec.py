@@ -1,5 +1,7 @@
 """BuildSpec: what the user asked to build, checked and normalised."""
 import os
+import sys
+import time
 from typing import NamedTuple
 from pathlib import Path
 
@@ -22,6 +24,22 @@ class BuildSpec(NamedTuple):
     verbose: bool = False
     texts: tuple = ()   # source contents, read once
     extra_cuda_cflags: tuple = ()
+    read_at_ns: int = 0   # time.time_ns() just before the texts were read
+
+    def reread(self) -> "BuildSpec":
+        """The same spec with its sources read again, as they are now."""
+        missing = [str(p) for p in self.sources if not p.is_file()]
+        if missing:
+            raise FileNotFoundError(f"library '{self.name}': source file(s) not found: {', '.join(missing)}")
+        read_at = time.time_ns()
+        return self._replace(texts=_read_texts(self.sources), read_at_ns=read_at)
+
+    def link_flags(self) -> tuple:
+        """Linker flags: a shared library, in which (for op libraries, on Linux) a symbol no
+        object or library defines fails the link, naming it, instead of the load; extension
+        modules leave Python's symbols to the interpreter that imports them."""
+        strict = ("-Wl,--no-undefined",) if sys.platform.startswith("linux") and not self.is_extension else ()
+        return ("-shared",) + strict + self.extra_ldflags
 
     @property
     def is_cuda(self) -> bool:
@@ -61,11 +79,15 @@ def make_spec(name, sources, backend=None, extra_cflags=None, extra_ldflags=None
     if extra_cuda_cflags and backend != "CUDA":
         raise ValueError(f"library '{name}': extra_cuda_cflags given to a CPU library; "
                          "pass backend='CUDA' or add a .cu source")
-    texts = tuple(p.read_text(errors="replace") for p in paths)
+    read_at = time.time_ns()
     return BuildSpec(name, paths, backend, tuple(extra_cflags or ()), tuple(extra_ldflags or ()),
                      tuple(Path(p).absolute() for p in extra_include_paths or ()),
-                     Path(build_dir).absolute() if build_dir else None, bool(verbose), texts,
-                     tuple(extra_cuda_cflags or ()))
+                     Path(build_dir).absolute() if build_dir else None, bool(verbose), _read_texts(paths),
+                     tuple(extra_cuda_cflags or ()), read_at)
+
+
+def _read_texts(paths) -> tuple:
+    return tuple(p.read_text(errors="replace") for p in paths)
 
 
 def _backend(name: str, backend, cuda_sources: list) -> str:

@@ -34,7 +34,7 @@ def list_entries(root: Path) -> list:
         except (OSError, ValueError):
             manifest = {}
         problem = entry_problem(path)
-        out.append({"name": manifest.get("name", path.name), "path": path,
+        out.append({"name": manifest.get("name", path.name), "path": path, "manifest": manifest,
                     "bytes": folder_bytes(path), "created": manifest.get("created", 0.0),
                     "last_used": path.stat().st_atime, "valid": problem is None, "problem": problem})
     return out
@@ -43,7 +43,8 @@ def list_entries(root: Path) -> list:
 # What each cache folder holds, for `opforge cache ls`; items of the evictable ones are removed
 # by `clean --older-than / --max-size` like library entries (each is rebuilt when needed again).
 KINDS = {"libs": "libraries", "work": "build folders", "support": "support objects and precompiled headers",
-         "inline": "inline sources", "toolchains": "compiler identities", "locks": "locks", "tmp": "builds in progress"}
+         "inline": "inline sources", "toolchains": "compiler identities", "locks": "locks", "tmp": "builds in progress",
+         "logs": "the last failed build's log (opforge build)"}
 EVICTABLE = ("work", "support", "inline")
 
 
@@ -117,11 +118,16 @@ def doctor(root: Path, fix: bool = False) -> list:
             continue
         mended = fix and folder != root and _make_private(folder)
         problems.append(f"{folder} {problem}" + (" (made private)" if mended else ""))
-    for e in list_entries(root):
+    entries = list_entries(root)
+    for e in entries:
         if not e["valid"]:
             problems.append(f"entry {e['path']} cannot be loaded: {e['problem']}" + (" (removed)" if fix else ""))
             if fix:
                 discard(e["path"])
+    for path, why in unloadable([e for e in entries if e["valid"]]).items():
+        problems.append(f"entry {path} does not load: {why}" + (" (removed)" if fix else ""))
+        if fix:
+            discard(path)
     tmp = root / "tmp"
     leftovers = list(tmp.iterdir()) if tmp.is_dir() else []
     if leftovers:
@@ -130,6 +136,40 @@ def doctor(root: Path, fix: bool = False) -> list:
         if fix:
             remove_stale_temporaries(root)
     return problems
+
+
+_LOAD_CHECK = """
+import ctypes, json, os, sys
+for path in json.loads(sys.stdin.read()):
+    try:
+        ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    except OSError as exc:
+        print(json.dumps([path, str(exc)]), flush=True)
+"""
+
+
+def unloadable(entries: list) -> dict:
+    """{entry folder: why} for the entries whose library the dynamic loader refuses (a symbol
+    nothing defines, a library it needs gone), tried in one fresh process so nothing stays
+    loaded here and a crash costs only that process."""
+    import json
+    import subprocess
+    import sys
+
+    artifacts = {str(e["path"] / e["manifest"]["artifact"]): e["path"] for e in entries
+                 if e.get("manifest", {}).get("kind") in ("ops", "extension")}
+    if not artifacts:
+        return {}
+    proc = subprocess.run([sys.executable, "-c", _LOAD_CHECK], input=json.dumps(list(artifacts)),
+                          capture_output=True, text=True)
+    found = {}
+    for line in proc.stdout.splitlines():
+        artifact, why = json.loads(line)
+        found[artifacts[artifact]] = why
+    if proc.returncode != 0 and not found:   # the check died on an entry: say so on each
+        found = {path: f"loading the entries crashed a process ({proc.stderr.strip()[-200:]})"
+                 for path in artifacts.values()}
+    return found
 
 
 def _make_private(folder: Path) -> bool:

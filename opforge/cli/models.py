@@ -105,8 +105,17 @@ def _options(threads: int):
 
 def _session(args, options=None):
     import opforge
+    from opforge.runtime.errors import KernelNotFoundError
+    from opforge.runtime.execute.executor import CUSTOM_OPS_ADVICE
 
-    return opforge.InferenceSession(args.model, options, custom_ops=list(args.ops or []))
+    try:
+        return opforge.InferenceSession(args.model, options, custom_ops=list(args.ops or []))
+    except KernelNotFoundError as exc:   # advice for this command line, not for Python
+        raise KernelNotFoundError(str(exc).replace(CUSTOM_OPS_ADVICE, CLI_ADVICE)) from None
+
+
+CLI_ADVICE = ("Supply one with --ops FOLDER (every .cpp/.cu source in it is built and its ops "
+              "registered; --ops may be given more than once)")
 
 
 def _onnxruntime_session(model: str, threads: int):

@@ -456,9 +456,28 @@ bool Plan::run_core_step(Run& r, const PlanStep& s) {
   }
 }
 
+void Plan::observe_outputs(Run& r, const PlanStep& s, const std::vector<py::object>& hooks) {
+  for (int slot : s.outputs) {
+    if (slot < 0 || !hooks[size_t(slot)]) continue;
+    Slot& out = r.slots[size_t(slot)];
+    if (out.owner) {
+      hooks[size_t(slot)](out.owner);
+    } else if (out.t.data != nullptr) {
+      std::vector<py::ssize_t> shape(out.t.shape, out.t.shape + out.t.ndim);
+      py::capsule no_free(&r, [](void*) {});
+      hooks[size_t(slot)](py::array(numpy_dtype(out.t.dtype), shape, out.t.data, no_free));
+    }
+  }
+}
+
 py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const std::vector<int>& outputs,
-                   py::object cancel) {
+                   py::object cancel, py::object observe) {
   if (pool_) pool_->prewake();  // the workers wake while the feeds are bound
+  std::vector<py::object> hooks;  // per slot: the callable observing it, when any
+  if (!observe.is_none()) {
+    hooks.resize(slots_.size());
+    for (auto item : observe.cast<py::dict>()) hooks.at(item.first.cast<size_t>()) = py::reinterpret_borrow<py::object>(item.second);
+  }
   Run r(*this);
   for (size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i].kind == SlotKind::Constant) {
@@ -501,6 +520,10 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
           if (!s.core || !run_core_step(r, s)) run_python(r, s);
         }
         if (profiling_) r.times.emplace_back(int(step - steps_.data()), started, now_seconds() - started);
+        if (!hooks.empty()) {
+          nogil.reset();
+          observe_outputs(r, s, hooks);
+        }
         release(r, s);
       }
     } catch (StepError& e) {
@@ -532,7 +555,7 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
   return collect_outputs(r, outputs);
 }
 
-py::list Plan::run_env(const py::dict& env, py::object cancel) {
+py::list Plan::run_env(const py::dict& env, py::object cancel, py::object observe) {
   std::vector<std::pair<int, py::object>> feeds;
   feeds.reserve(feed_names_.size());
   for (auto& [slot, name] : feed_names_) {
@@ -543,7 +566,7 @@ py::list Plan::run_env(const py::dict& env, py::object cancel) {
       throw py::error_already_set();
     }
   }
-  return run(feeds, env_outputs_, std::move(cancel));
+  return run(feeds, env_outputs_, std::move(cancel), std::move(observe));
 }
 
 py::list Plan::take_profile() {

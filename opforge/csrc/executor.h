@@ -69,8 +69,11 @@ class Plan {
 
   /// Runs with feeds (slot, array) and returns the values of `outputs` (slots).
   /// `cancel` is an object whose `terminate` attribute is checked between steps (or None).
+  /// `observe` (a dict {slot: callable}, or None) calls each callable with its slot's value
+  /// right after the step that makes it: a numpy view of the plan's memory, valid only during
+  /// the call, which the callable may copy or edit in place (later steps read the edit).
   py::list run(const std::vector<std::pair<int, py::object>>& feeds, const std::vector<int>& outputs,
-               py::object cancel);
+               py::object cancel, py::object observe = py::none());
 
   /// Names the value fed into `slot`, for run_env.
   void set_feed(int slot, py::str name) { feed_names_.emplace_back(slot, std::move(name)); }
@@ -78,7 +81,7 @@ class Plan {
   void set_outputs(std::vector<int> outputs) { env_outputs_ = std::move(outputs); }
   /// `run` with the feeds read from `env` (name -> value) by the names set_feed gave: a batch-1
   /// model's whole run is a few microseconds, and building (slot, value) pairs in Python is ~1.
-  py::list run_env(const py::dict& env, py::object cancel);
+  py::list run_env(const py::dict& env, py::object cancel, py::object observe = py::none());
 
   /// With `on`, later runs time every step; take_profile() hands back and forgets the
   /// (step index, start, seconds) of each, start on the clock of Python's time.perf_counter.
@@ -107,6 +110,7 @@ class Plan {
   bool run_index_to_string(Run& r, const PlanStep& s);
   bool run_zipmap(Run& r, const PlanStep& s);
   void release(Run& r, const PlanStep& s);
+  void observe_outputs(Run& r, const PlanStep& s, const std::vector<py::object>& hooks);
   py::list collect_outputs(Run& r, const std::vector<int>& outputs);
   void place_output(Run& r, int slot, opf_tensor& meta);
   char* take_arena();

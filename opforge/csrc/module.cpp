@@ -84,10 +84,12 @@ PYBIND11_MODULE(_core, m) {
       .def("add_native", &Plan::add_native)
       .def("add_python", &Plan::add_python)
       .def("add_core_step", &Plan::add_core_step)
-      .def("run", &Plan::run, py::arg("feeds"), py::arg("outputs"), py::arg("cancel") = py::none())
+      .def("run", &Plan::run, py::arg("feeds"), py::arg("outputs"), py::arg("cancel") = py::none(),
+           py::arg("observe") = py::none())
       .def("set_feed", &Plan::set_feed, py::arg("slot"), py::arg("name"))
       .def("set_outputs", &Plan::set_outputs, py::arg("outputs"))
-      .def("run_env", &Plan::run_env, py::arg("env"), py::arg("cancel") = py::none())
+      .def("run_env", &Plan::run_env, py::arg("env"), py::arg("cancel") = py::none(),
+           py::arg("observe") = py::none())
       .def("set_profiling", &Plan::set_profiling, py::arg("on"))
       .def("take_profile", &Plan::take_profile)
       .def_property_readonly("arena_bytes", &Plan::arena_bytes)

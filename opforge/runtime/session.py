@@ -81,7 +81,7 @@ class InferenceSession(SessionExtras):
                  custom_ops: Sequence[Any] | None = None, **kwargs: Any):
         self._source, self._custom_ops_given, self._kwargs = path_or_bytes, custom_ops, kwargs
         self._sess_options = sess_options or SessionOptions()
-        self._providers, self._provider_options = _provider_list(
+        self._providers, self._provider_options, self._asked_providers = _provider_list(
             providers, provider_options, self._sess_options.disable_reference_fallback)
         self._custom = custom_ops_of(custom_ops)
         self._pool = _core.ThreadPool(self._sess_options.intra_op_num_threads or os.cpu_count() or 1)
@@ -184,16 +184,33 @@ class InferenceSession(SessionExtras):
         """Run the model on ``input_feed`` ({input name: value}); return the named outputs
         (all when ``output_names`` is None), in that order. Raises FeedError for a bad feed,
         KernelError naming the node that failed, RunCancelledError if ``terminate`` was set."""
-        outputs = self._run(output_names, input_feed, run_options)
-        for index, value in enumerate(outputs):
-            if type(value) is not np.ndarray or value.dtype.kind in "US":
-                outputs[index] = as_output(to_host(value) if on_device(value) else value)
-        return outputs
+        return _as_outputs(self._run(output_names, input_feed, run_options))
+
+    def run_observed(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
+                     observe: Mapping[str, Any], run_options: RunOptions | None = None) -> list[Any]:
+        """``run``, calling ``observe[name](value)`` right after the node that makes each named
+        value, on the graph as the session runs it (fused and planned: nothing is changed to
+        expose the values). The value handed over is valid during the call only (copy it to
+        keep it); an edit made to it in place is what later nodes read, which is how tests plant
+        a wrong number inside a fused kernel's output. ``observable_values()`` lists the names.
+        Raises FeedError for a name the session does not compute."""
+        known = set(self.observable_values())
+        unknown = [name for name in observe if name not in known]
+        if unknown:
+            raise FeedError(f"values {unknown} are not computed by this session's graph (fused away, "
+                            "or not in the model); observable_values() lists those that are")
+        return _as_outputs(self._run(output_names, input_feed, run_options, observe=dict(observe)))
+
+    def observable_values(self) -> list[str]:
+        """The values the session's nodes compute, in execution order (after optimization)."""
+        return [name for step in self._executor.steps for name in step.outputs if name]
 
     def _run(self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any],
-             run_options: RunOptions | None = None, keep_on_device: bool = False) -> list[Any]:
+             run_options: RunOptions | None = None, keep_on_device: bool = False,
+             observe: "dict | None" = None) -> list[Any]:
         """``run``, with feeds that may be in device memory (cupy) and, with ``keep_on_device``,
-        outputs left where the graph made them (io_binding's device outputs)."""
+        outputs left where the graph made them (io_binding's device outputs); ``observe``: see
+        run_observed."""
         names = list(output_names) if output_names else self._output_names
         for name in names:
             if name not in self._known_outputs:
@@ -202,25 +219,25 @@ class InferenceSession(SessionExtras):
         env, key = self._feeds.check(input_feed)
         if key is None:
             env = self._feeds_in_place(env)
-        if self.device is None and run_options is None and RUN_OPTIONS.get() is None \
+        if self.device is None and run_options is None and observe is None and RUN_OPTIONS.get() is None \
                 and not KEEP_ON_DEVICE.get():
             # a host session's plain run: nothing for the context to carry (a batch-1 model's
             # whole run is a few microseconds, and setting and resetting them costs ~0.5)
             outputs = self._runner.run(env, None, key)
         else:
-            outputs = self._run_in_context(env, run_options, key, keep_on_device)
+            outputs = self._run_in_context(env, run_options, key, keep_on_device, observe)
         if names is self._output_names and self._executor.output_names == names:
             return list(outputs)
         values = dict(zip(self._executor.output_names, outputs))
         return [values[name] for name in names]
 
-    def _run_in_context(self, env: dict, run_options, key, keep_on_device: bool) -> list[Any]:
+    def _run_in_context(self, env: dict, run_options, key, keep_on_device: bool, observe=None) -> list[Any]:
         """The run with its options visible to loops inside it, and the session's device current."""
         token = RUN_OPTIONS.set(run_options)   # loops inside the run watch it too
         kept = KEEP_ON_DEVICE.set(keep_on_device and self.device is not None)
         try:
             with self._on_device():
-                return self._runner.run(env, run_options, key)
+                return self._runner.run(env, run_options, key, observe)
         finally:
             KEEP_ON_DEVICE.reset(kept)
             RUN_OPTIONS.reset(token)
@@ -253,8 +270,10 @@ class InferenceSession(SessionExtras):
                              {p.key: p.value for p in model.metadata_props})
 
     def get_providers(self) -> list[str]:
-        """The providers this session may use, in priority order."""
-        return list(self._providers)
+        """The providers this session uses, in priority order, as onnxruntime lists them: those
+        asked for that are available (the CPU provider too when CUDA was asked for); the
+        reference fallback shows only when it was asked for by name."""
+        return list(self._asked_providers)
 
     def get_provider_options(self) -> dict[str, dict]:
         """The options given for each provider."""
@@ -313,6 +332,14 @@ class InferenceSession(SessionExtras):
         return [(node.name, node.op_type, provider)
                 for node, provider in self._executor.providers_by_node()]
 
+    def reference_calls(self) -> dict[str, int]:
+        """{node label: calls} of the calls so far that a node's native kernel handed to the
+        reference provider at run time (a mode or dtype it refused); empty when every call of
+        every run was native. node_providers() says where nodes were bound, this says where
+        their calls went."""
+        return {step.node.label: step.kernel.reference_calls for step in self._executor.steps
+                if getattr(step.kernel, "reference_calls", 0)}
+
     def _report_fallback(self) -> None:
         fallback = [n.label for n, p in self._executor.providers_by_node() if p == REFERENCE]
         if fallback:
@@ -329,30 +356,45 @@ class InferenceSession(SessionExtras):
         return model
 
 
+def _as_outputs(outputs: list) -> list:
+    """Run results as onnxruntime hands them out: host arrays, strings as objects."""
+    for index, value in enumerate(outputs):
+        if type(value) is not np.ndarray or value.dtype.kind in "US":
+            outputs[index] = as_output(to_host(value) if on_device(value) else value)
+    return outputs
+
+
 def _provider_list(providers, provider_options, no_reference: bool):
+    """(providers the session runs, in priority order; their options; the providers it shows as
+    asked for). As onnxruntime does, an unknown provider name is warned about and left out, CUDA
+    without a usable GPU falls back to the CPU, and CUDA alone gets the CPU after it."""
     names, options, cpu_after_cuda = [], {}, False
+    given = [e[0] if isinstance(e, (tuple, list)) else e for e in providers or [CPU]]
     for index, entry in enumerate(providers or [CPU]):
         name, opts = (entry[0], dict(entry[1])) if isinstance(entry, (tuple, list)) else (entry, {})
         if provider_options and index < len(provider_options):
             opts.update(provider_options[index])
         if name not in PROVIDERS:
-            raise ValueError(f"unknown execution provider {name!r}; opforge has {list(PROVIDERS)}")
-        if name == CUDA and CPU not in [e[0] if isinstance(e, (tuple, list)) else e for e in providers]:
+            warnings.warn(f"Specified provider {name!r} is not in available provider names. "
+                          f"Available providers: {', '.join(PROVIDERS)}", UserWarning, stacklevel=4)
+            continue
+        if name == CUDA and CPU not in given:
             cpu_after_cuda = True   # as in onnxruntime, nodes without a CUDA kernel run on the CPU
         if name == CUDA and not _cuda_usable():
             continue
         if name not in names:
             names.append(name)
             options[name] = opts
-    if cpu_after_cuda:
-        names.insert(names.index(CUDA) + 1 if CUDA in names else 0, CPU)
+    if cpu_after_cuda or not names:
+        names.insert(names.index(CUDA) + 1 if CUDA in names else len(names), CPU)
         options[CPU] = {}
+    asked = list(names)
     if no_reference:
         names = [n for n in names if n != REFERENCE]
     elif REFERENCE not in names:
         names.append(REFERENCE)
         options[REFERENCE] = {}
-    return names, options
+    return names, options, asked
 
 
 def _cuda_usable() -> bool:

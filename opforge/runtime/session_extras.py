@@ -50,7 +50,8 @@ class SessionExtras:
         rows = [["input", a.name, a.type, a.shape] for a in self.get_inputs()]
         rows += [["output", a.name, a.type, a.shape] for a in self.get_outputs()]
         nodes = Counter(provider for _, _, provider in self.node_providers())
-        rows += [["provider", p, f"{nodes.get(p, 0)} nodes", ""] for p in self.get_providers()]
+        rows += [["provider", p, f"{nodes.get(p, 0)} nodes", ""] for p in self._providers
+                 if p in self.get_providers() or nodes.get(p)]
         return ["", "name", "type", "shape"], rows
 
     def __repr__(self) -> str:

@@ -1,4 +1,6 @@
 """Building the example ops and calling them eagerly on numpy arrays."""
+import inspect
+
 import numpy as np
 import pytest
 
@@ -77,8 +79,10 @@ def test_attribute_defaults_and_absent_optionals(lib):
 
 def test_help_shows_the_schema(lib):
     doc = lib.softmax_rows.__doc__
-    assert doc.startswith("softmax_rows(X, *, temperature=1.0) -> Y")
-    assert "X: float32" in doc and "temperature: float = 1.0" in doc and "com.example" in doc
+    assert str(inspect.signature(lib.softmax_rows)) == "(X, /, *, temperature=1.0)"   # help() prints it
+    assert doc.startswith("domain 'com.example', since version 1") and "softmax_rows(" not in doc
+    assert "X: float32" in doc and "temperature: float = 1.0" in doc and "Y: float32" in doc
+
     schema = lib.leaky_relu.schema
     assert schema["attributes"][0]["default"] == 0.01
     assert schema["inplace"] == [0]
@@ -153,3 +157,12 @@ def test_contiguous_inputs_are_passed_without_a_copy(shared_cache):
     assert int(lib.address_of(x[1:])) == x[1:].ctypes.data     # a contiguous view: no copy either
     strided = x[:, ::2]
     assert int(lib.address_of(strided)) != strided.ctypes.data  # made contiguous for the op
+
+
+def test_help_tells_an_undeclared_output_dtype_from_the_ops_infer(shared_cache):
+    twice = opforge.load_inline("open_output_dtypes", r"""
+#include <opforge/op.h>
+static void run(opforge::KernelContext& ctx) {}
+OPFORGE_OP(twice).input("X", {opforge::f32, opforge::f64}).output("Y").infer(opforge::same_as_input0).compute(run);
+""").twice
+    assert "Y: same as X (float32 | float64)" in twice.__doc__ and " any" not in twice.__doc__

@@ -1,6 +1,6 @@
 """The CUDA provider's standard-op kernels, one node at a time, against onnxruntime's CPU
-provider. They run here with numpy as their array module (cuda_support's stand-in GPU): the
-same code cupy runs on a GPU."""
+provider: on a real GPU with cupy where there is one (the `cuda`-marked cases), and everywhere
+with numpy as their array module (cuda_support's stand-in GPU), the same code cupy runs."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -112,8 +112,16 @@ def single_node_model(op, attrs, feeds, consts, opset):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
+@pytest.fixture(params=["stand-in", pytest.param("gpu", marks=pytest.mark.cuda)])
+def device(request):
+    """Where the session's CUDA kernels run: numpy's stand-in GPU, or the real one."""
+    if request.param == "stand-in":
+        request.getfixturevalue("numpy_gpu")
+    return request.param
+
+
 @pytest.mark.parametrize("op, attrs, feeds, consts, opset", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_kernel_matches_onnxruntime(numpy_gpu, op, attrs, feeds, consts, opset):
+def test_kernel_matches_onnxruntime(device, op, attrs, feeds, consts, opset):
     proto = single_node_model(op, attrs, feeds, consts, opset).SerializeToString()
     expected = ort.InferenceSession(proto, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     sess = opforge.InferenceSession(proto, providers=["CUDAExecutionProvider"])

@@ -8,6 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 import onnxruntime as ort
 import opforge
 from fusion_check import ATOL, LEVEL, RTOL, check_fusion, feeds_for, rng, session
+from kernel_variants import assert_path, paths_taken
 from numeric import assert_close, assert_would_catch, scaled_atol
 from onnx_builders import tensor
 
@@ -229,6 +230,15 @@ CASES = {
     # a padded input over 4 MB and few output channels: tiles read the input in place
     "large_plane": ((1, 64, 130, 130), (16, 64, 3, 3), dict(pads=[1, 1, 1, 1])),
 }
+# the depthwise path each depthwise case must take where the build has it (conv_depthwise_f32.cpp)
+DEPTHWISE_PATHS = {
+    "depthwise": "same3x3", "depthwise_wide": "same3x3", "depthwise_row": "same3x3",
+    "depthwise_stride2": "stride2_3x3", "depthwise_stride2_no_end_pad": "stride2_3x3",
+    "depthwise_stride2_wide": "stride2_3x3", "depthwise_stride2_tf_same": "stride2_3x3",
+    "depthwise_stride2_mixed_pads": "stride2_3x3", "depthwise_5x5": "same5x5", "depthwise_7x7": "same7x7",
+    "depthwise_5x5_stride2": "stride2_5x5", "depthwise_5x5_stride2_tf_same": "stride2_5x5",
+    "depthwise_stride2_pad2": "padded", "depthwise_5x5_stride2_pad0": "padded"}
+DEPTHWISE_ISAS = ("avx512",)   # the instruction sets conv_depthwise_f32.cpp has paths for
 ACTIVATIONS = [("", []), ("Relu", []), ("Tanh", []), ("Sigmoid", []), ("LeakyRelu", [0.1]),
                ("Clip", [-0.4, 0.6]), ("HardSigmoid", [0.3, 0.5])]
 
@@ -246,10 +256,13 @@ def test_fused_conv_kernel_matches_onnxruntime(case, act, params):
     want = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     sess = session(model)
     assert sess.node_providers()[0][2] == "CPUExecutionProvider"
-    for _ in range(2):
-        got = sess.run(None, feeds)[0]
-        assert_close(got, want, RTOL, scaled_atol(want, ATOL), f"{case} {act}")
+    with paths_taken() as taken:
+        for _ in range(2):
+            got = sess.run(None, feeds)[0]
+            assert_close(got, want, RTOL, scaled_atol(want, ATOL), f"{case} {act}")
     assert_would_catch(got, want, RTOL, scaled_atol(want, ATOL), f"{case} {act}")
+    if case in DEPTHWISE_PATHS:
+        assert_path(taken, f"conv.depthwise.{DEPTHWISE_PATHS[case]}", DEPTHWISE_ISAS)
 
 
 def test_fused_conv_float64_without_z():

@@ -13,7 +13,7 @@ from fuzzing import MUTATIONS, make_case, model_seeds, node_seeds, run_cases
 from opforge.runtime.providers.cpu import library as native
 
 SEED, CASES = 7, 1000
-FINDINGS = ("crash", "hang", "bare")
+FINDINGS = ("crash", "hang", "bare", "internal")
 
 
 @pytest.fixture(scope="module")

@@ -1,78 +1,160 @@
 """Whole models against onnxruntime: the light_* model-zoo graphs with seeded random weights.
 
-Final outputs are compared on the model as written (what fusions see), and every Conv, Gemm and
-MatMul output on a copy that lists them as graph outputs, since a deep network's softmax can hide
-a wrong intermediate number. The tests of the tests below show a 1e-3 relative error in one
-element of one such output makes the comparison fail.
+opforge runs each model as written, so its fusions and packed kernels are the ones users get, and
+every value its optimized graph computes that the model also names (a fused conv's output, a
+pool's, a Gemm's) is read out of the plan as it runs (``InferenceSession.run_observed``) and
+compared with onnxruntime's value of that name. A deep network's softmax can hide a wrong
+intermediate number; these comparisons cannot: each asserts that a 1e-3 relative error in any
+element of at least a tenth of the tensor's largest magnitude would have failed it, and the tests
+of the tests below plant such an error inside the running plan and see the comparison fail.
 """
 from __future__ import annotations
-
-import copy
 
 import numpy as np
 import onnx
 import pytest
-from onnx import helper, numpy_helper
 
 import onnxruntime as ort
 import opforge
 from numeric import assert_close, assert_would_catch, scaled_atol
 from zoo import light_model, light_model_names
 
-PROBED = ("Conv", "Gemm", "MatMul")
-
 # float32 through ~50 layers, different summation orders: relative 1e-4, and an absolute
 # tolerance of 1e-5 of the tensor's largest magnitude for elements that cancel to near zero.
 RTOL, ATOL = 1e-4, 1e-5
+# float32 rounding of the softmax itself (exp, sum, divide), relative to each probability
+SOFTMAX_ROUNDING = 8 * np.finfo(np.float32).eps
 
 
-def with_probes(model: onnx.ModelProto, op_types=PROBED) -> onnx.ModelProto:
-    """A copy of ``model`` whose outputs also list every output of the ``op_types`` nodes."""
-    probed = copy.deepcopy(model)
+def with_probes(model: onnx.ModelProto, names) -> onnx.ModelProto:
+    """A copy of ``model`` whose outputs also list ``names`` (values its nodes make)."""
+    probed = onnx.ModelProto()
+    probed.CopyFrom(model)
     listed = {v.name for v in probed.graph.output}
-    for node in probed.graph.node:
-        if node.op_type in op_types:
-            probed.graph.output.extend(onnx.ValueInfoProto(name=n) for n in node.output
-                                       if n and n not in listed)
+    probed.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names if n not in listed)
     return probed
 
 
-def run_opforge(model: onnx.ModelProto, feeds: dict, names: list[str]) -> tuple[list, object]:
-    """opforge's outputs of ``model`` on ``feeds`` from its compiled plan (the second run),
-    checked equal to the first run's; returns (outputs, session)."""
-    sess = opforge.InferenceSession(model.SerializeToString())
-    first = sess.run(None, feeds)
+def made_by(model: onnx.ModelProto) -> dict:
+    """{value name: the node of ``model`` that makes it}."""
+    return {name: node for node in model.graph.node for name in node.output if name}
+
+
+def _observed_run(sess, feeds: dict, names: list, edit: dict) -> tuple[list, dict]:
+    """One run of ``sess`` with a copy taken of each of ``names`` as it is made (after
+    ``edit[name]`` changed it in place, where given)."""
+    seen = {}
+
+    def observer(name):
+        def take(value):
+            if name in edit:
+                edit[name](value)
+            if isinstance(value, np.ndarray):
+                seen[name] = value.copy()
+        return take
+
+    outputs = sess.run_observed(None, feeds, {name: observer(name) for name in names})
+    return outputs, seen
+
+
+def run_opforge(model: onnx.ModelProto, feeds: dict, edit: "dict | None" = None, options=None):
+    """opforge on ``model`` as written: ``(outputs, observed values, session)`` of its compiled
+    plan (the second run), checked equal to the first run's (which records the plan)."""
+    sess = opforge.InferenceSession(model.SerializeToString(), options)
+    names = [n for n in sess.observable_values() if n in made_by(model)]
+    first, first_seen = _observed_run(sess, feeds, names, edit or {})
     assert sess.memory_plan(feeds) is not None, "the first run compiled no plan for these feeds"
-    planned = sess.run(None, feeds)
-    assert [o.name for o in sess.get_outputs()] == names
-    assert len(first) == len(planned) == len(names), f"{len(planned)} outputs for {len(names)}"
-    for name, a, b in zip(names, first, planned):
+    planned, seen = _observed_run(sess, feeds, names, edit or {})
+    assert len(first) == len(planned) == len(model.graph.output)
+    assert first_seen.keys() == seen.keys()
+    for name, a, b in [*zip([v.name for v in model.graph.output], first, planned),
+                       *((n, first_seen[n], seen[n]) for n in seen)]:
         assert_close(a, b, RTOL, scaled_atol(b, ATOL), f"{name}: first run vs planned run")
-    return planned, sess
+    return planned, seen, sess
+
+
+def softmax_atol(logits: np.ndarray, probs: np.ndarray, axis: int, opset: int, rtol: float, atol: float):
+    """Per element, how far a softmax output may be off when each logit is off by at most its
+    own tolerance t_j = atol + rtol |l_j|: dp_i = p_i (dl_i - sum_j p_j dl_j), so
+    |dp_i| <= p_i (t_i + sum_j p_j t_j), plus the softmax's own float32 rounding."""
+    shape = probs.shape
+    axis = axis + len(shape) if axis < 0 else axis
+    if opset < 13:   # the softmax of the rows of the input flattened to 2-D at `axis`
+        rows = int(np.prod(shape[:axis], dtype=np.int64))
+        logits, probs = logits.reshape(rows, -1).astype(np.float64), probs.reshape(rows, -1).astype(np.float64)
+        axis = 1
+    else:
+        logits, probs = logits.astype(np.float64), probs.astype(np.float64)
+    t = atol + rtol * np.abs(logits)
+    bound = probs * (t + np.sum(probs * t, axis=axis, keepdims=True)) + SOFTMAX_ROUNDING * probs
+    return bound.reshape(shape)
+
+
+class Oracle:
+    """onnxruntime's values of the model's outputs and of ``names``, with the tolerance each
+    comparison takes: ``rtol`` and ``atol`` (relative to the tensor's largest magnitude), except
+    for softmax outputs, whose tolerance follows from their logits' (softmax_atol)."""
+
+    def __init__(self, model: onnx.ModelProto, feeds: dict, names, rtol: float, atol: float):
+        self.model, self.rtol, self.atol = model, rtol, atol
+        self.producers = made_by(model)
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+        logits = [self.producers[n].input[0] for n in names if self._is_softmax(n)]
+        outputs = [v.name for v in model.graph.output]
+        wanted = list(dict.fromkeys(outputs + list(names) + logits))
+        session = ort.InferenceSession(with_probes(model, wanted).SerializeToString(),
+                                       providers=["CPUExecutionProvider"])
+        fetched = [o.name for o in session.get_outputs()]
+        self.values = dict(zip(fetched, session.run(None, feeds)))
+
+    def _is_softmax(self, name: str) -> bool:
+        node = self.producers.get(name)
+        return node is not None and node.op_type == "Softmax" and node.domain in ("", "ai.onnx")
+
+    def check(self, name: str, got, sensitive: bool) -> None:
+        """``got`` against onnxruntime's value of ``name``: integers equal, floats within the
+        tolerance; with ``sensitive``, also that a small error would have failed it."""
+        want = self.values[name]
+        got = np.asarray(got)
+        assert got.shape == want.shape and got.dtype == want.dtype, (
+            f"{name!r}: opforge made {got.dtype}{list(got.shape)}, onnxruntime {want.dtype}{list(want.shape)}")
+        if want.dtype.kind in "biu":
+            differ = int(np.count_nonzero(got != want))
+            assert not differ, f"{name!r}: {differ} of {want.size} elements differ"
+            return
+        if self._is_softmax(name):
+            node = self.producers[name]
+            logits = self.values[node.input[0]]
+            axis = next((a.i for a in node.attribute if a.name == "axis"), 1 if self.opset < 13 else -1)
+            bound = softmax_atol(logits, want, axis, self.opset, self.rtol, scaled_atol(logits, self.atol))
+            over = np.abs(got.astype(np.float64) - want) - bound
+            worst = int(np.argmax(over))
+            assert over.flat[worst] <= 0, (
+                f"softmax {name!r}: {int(np.count_nonzero(over > 0))} of {want.size} elements off by more than "
+                f"their logits' tolerance allows; worst at {np.unravel_index(worst, want.shape)}: "
+                f"{got.flat[worst]:.7g} vs {want.flat[worst]:.7g} (allowed {bound.flat[worst]:.3g})")
+            return   # its logits carry the sensitivity: a wrong logit shows there
+        assert_close(got, want, self.rtol, scaled_atol(want, self.atol), f"{name!r}")
+        if sensitive:
+            assert_would_catch(got, want, self.rtol, scaled_atol(want, self.atol), repr(name))
 
 
 def compare_with_onnxruntime(model: onnx.ModelProto, feeds: dict, rtol=RTOL, atol=ATOL,
-                             tamper=None, sensitive: bool = True):
-    """Compare opforge with onnxruntime on ``model``: its final outputs, then every Conv, Gemm and
-    MatMul output (see ``with_probes``). ``tamper`` edits the models opforge gets (tests of the
-    tests). ``atol`` is relative to each tensor's largest magnitude. With ``sensitive``, also
-    check that each probed comparison would fail had any element of at least a tenth of its
-    tensor's largest magnitude been off by 1e-3 relative. Returns the opforge session of the
-    model as written."""
-    tamper = tamper or (lambda m: m)
-    session = None
-    for kind, proto in (("output", model), ("probe", with_probes(model))):
-        oracle = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
-        names = [o.name for o in oracle.get_outputs()]
-        want = oracle.run(None, feeds)
-        got, sess = run_opforge(tamper(proto), feeds, names)
-        assert len(got) == len(want)
-        for name, g, w in zip(names, got, want):
-            assert_close(g, w, rtol, scaled_atol(w, atol), f"{kind} {name!r}")
-            if sensitive and kind == "probe":
-                assert_would_catch(g, w, rtol, scaled_atol(w, atol), name)
-        session = session or sess
-    return session
+                             edit: "dict | None" = None, sensitive: bool = True):
+    """Compare opforge with onnxruntime on ``model``: its outputs, and every value opforge's
+    optimized graph computes that the model names too (see run_opforge). ``edit``: {value
+    name: function editing it in place} applied inside opforge's runs (tests of the tests).
+    ``atol`` is relative to each tensor's largest magnitude. With ``sensitive``, each observed
+    float comparison must be able to see a 1e-3 relative error (assert_would_catch). Returns
+    the opforge session."""
+    got, seen, sess = run_opforge(model, feeds, edit)
+    oracle = Oracle(model, feeds, list(seen), rtol, atol)
+    for value, out in zip(model.graph.output, got):
+        oracle.check(value.name, out, sensitive=False)
+    for name, value in seen.items():
+        oracle.check(name, value, sensitive)
+    sess.compared_values = list(seen)
+    return sess
 
 
 def feeds_for(model: onnx.ModelProto, seed: int = 0) -> dict:
@@ -84,8 +166,11 @@ def feeds_for(model: onnx.ModelProto, seed: int = 0) -> dict:
 
 
 def assert_all_native(sess) -> None:
+    """Every node bound to a native CPU kernel, and every call of every run so far made there."""
     fallback = [(n, op) for n, op, p in sess.node_providers() if p != "CPUExecutionProvider"]
     assert not fallback, f"nodes on the reference fallback: {fallback}"
+    handed = sess.reference_calls()
+    assert not handed, f"calls native kernels handed to the reference provider at run time: {handed}"
 
 
 @pytest.fixture(scope="module", params=light_model_names())
@@ -95,9 +180,26 @@ def zoo(request):
     return request.param, model, feeds_for(model)
 
 
+# the op types whose outputs each zoo model's test must have compared (the fused and packed
+# kernels the model runs, pools, Gemm): a pass that renames or hides them shows up here
+COMPARED_KINDS = {"FusedConv", "PackedConv", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "Gemm",
+                  "PackedMatMul", "FusedGemm"}
+
+
 def test_light_model_zoo_matches_onnxruntime(zoo):
     name, model, feeds = zoo
-    assert_all_native(compare_with_onnxruntime(model, feeds))
+    sess = compare_with_onnxruntime(model, feeds)
+    assert_all_native(sess)
+    compared = set(sess.compared_values)
+    ops = _step_outputs(sess)
+    missed = [(op, out) for op, out in ops if op in COMPARED_KINDS and out not in compared]
+    assert not missed, f"outputs of these kernels were not compared with onnxruntime: {missed}"
+    assert any(op in COMPARED_KINDS for op, _ in ops)
+
+
+def _step_outputs(sess) -> list:
+    """(op type, first output) of every step the session runs."""
+    return [(step.node.op_type, step.outputs[0]) for step in sess._executor.steps if step.outputs]
 
 
 def test_light_model_outputs_depend_on_the_input(zoo):
@@ -108,45 +210,59 @@ def test_light_model_outputs_depend_on_the_input(zoo):
     assert np.max(np.abs(a - b)) > 1e-3 * np.max(np.abs(a))
 
 
-# ---- tests of the tests: a small wrong number inside the runtime must fail the comparison ----
+# ---- tests of the tests: a small wrong number inside the running plan must fail the comparison ----
 
-def perturb(model: onnx.ModelProto, value: str, feeds: dict, seed: int = 0):
-    """A tamper function: multiplies one element of ``value`` by 1 + 1e-3 inside the model,
-    an element whose magnitude is at least a tenth of the tensor's largest."""
-    probe = with_probes(model, ())
-    probe.graph.output.append(onnx.ValueInfoProto(name=value))
-    oracle = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
-    x = oracle.run([value], feeds)[0]
-    big = np.flatnonzero(np.abs(x) >= 0.1 * np.abs(x).max())
-    factor = np.ones(x.shape, x.dtype)
-    factor.flat[np.random.default_rng(seed).choice(big)] = 1 + 1e-3
-
-    def tamper(proto: onnx.ModelProto) -> onnx.ModelProto:
-        edited = copy.deepcopy(proto)
-        producer = next(n for n in edited.graph.node if value in n.output)
-        producer.output[list(producer.output).index(value)] = value + "/raw"
-        edited.graph.node.append(helper.make_node("Mul", [value + "/raw", value + "/factor"], [value]))
-        edited.graph.initializer.append(numpy_helper.from_array(factor, value + "/factor"))
-        return edited
-    return tamper
+def bump(seed: int = 0):
+    """An edit: one element of at least a tenth of the tensor's largest magnitude times 1 + 1e-3."""
+    def edit(value: np.ndarray) -> None:
+        flat = value.reshape(-1)
+        big = np.flatnonzero(np.abs(flat) >= 0.1 * np.abs(flat).max())
+        flat[np.random.default_rng(seed).choice(big)] *= 1 + 1e-3
+    return edit
 
 
-def probed_nodes(model: onnx.ModelProto) -> list[str]:
-    return [n.output[0] for n in model.graph.node if n.op_type in PROBED]
+def outputs_of(model: onnx.ModelProto, op_types) -> list:
+    """The values that opforge's steps of these op types write, as the model runs them."""
+    sess = opforge.InferenceSession(model.SerializeToString())
+    return [out for op, out in _step_outputs(sess) if op in op_types]
 
 
-# The models with small weights: vgg19, alexnet and zfnet carry 60-140 M random parameters each,
-# and assert_would_catch already covers every one of their probed outputs.
-SMALL_MODELS = ["light_squeezenet", "light_shufflenet", "light_resnet50", "light_inception_v1",
-                "light_densenet121"]
+# (model, kernel kinds): the kernels the planted error sits in (PackedConv where the CPU packs
+# convolutions, FusedConv elsewhere; Gemm runs as PackedMatMul on weights packed at creation)
+CONVS, GEMMS = ("PackedConv", "FusedConv"), ("Gemm", "PackedMatMul", "FusedGemm")
+PLANTED = [("light_resnet50", CONVS), ("light_inception_v2", CONVS), ("light_densenet121", CONVS),
+           ("light_squeezenet", CONVS), ("light_shufflenet", ("FusedConv", "Conv")),
+           ("light_inception_v1", ("MaxPool", "AveragePool")), ("light_densenet121", ("AveragePool",)),
+           ("light_bvlc_alexnet", GEMMS)]
 
 
-@pytest.mark.parametrize("name", SMALL_MODELS)
+@pytest.mark.parametrize("name, kinds", PLANTED, ids=[f"{m}-{k[0]}" for m, k in PLANTED])
 @pytest.mark.parametrize("where", ["first", "middle", "last"])
-def test_a_perturbed_conv_gemm_or_matmul_output_fails_the_model_test(name, where):
+def test_a_wrong_number_inside_a_kernel_output_fails_the_model_test(name, kinds, where):
     model = light_model(name)
     feeds = feeds_for(model)
-    values = probed_nodes(model)
+    values = outputs_of(model, kinds)
+    assert values, f"{name} runs no {kinds}: the planted error would test nothing"
     value = values[{"first": 0, "middle": len(values) // 2, "last": -1}[where]]
-    with pytest.raises(AssertionError, match="(output|probe) '"):
-        compare_with_onnxruntime(model, feeds, tamper=perturb(model, value, feeds))
+    with pytest.raises(AssertionError, match=f"{value!r}|softmax"):
+        compare_with_onnxruntime(model, feeds, edit={value: bump()})
+
+
+@pytest.mark.parametrize("op_types", [GEMMS, ("MaxPool",)], ids=["Gemm", "MaxPool"])
+def test_a_native_kernel_that_refuses_its_calls_fails_the_model_test(monkeypatch, op_types):
+    """A native kernel that refuses its calls fails the model test: the calls it hands to the
+    reference provider are counted, and those no other kernel can take raise."""
+    from opforge.errors import OpError
+    from opforge.runtime.providers import native
+
+    real = native.NativeKernel._run_native
+
+    def refusing(self, inputs):
+        if self.node.op_type in op_types:
+            raise OpError(f"{self.node.op_type}: refused (planted by the test)")
+        return real(self, inputs)
+
+    monkeypatch.setattr(native.NativeKernel, "_run_native", refusing)
+    model = light_model("light_squeezenet" if "MaxPool" in op_types else "light_zfnet512")
+    with pytest.raises((AssertionError, opforge.OpforgeError), match="reference provider at run time|planted"):
+        assert_all_native(compare_with_onnxruntime(model, feeds_for(model)))

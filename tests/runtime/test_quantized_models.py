@@ -15,16 +15,18 @@ import logging
 import numpy as np
 import onnx
 import pytest
-from onnx import numpy_helper, shape_inference, version_converter
+from onnx import numpy_helper, version_converter
 
 import onnxruntime as ort
 import opforge
+from exact_integers import exact_form
 from numeric import assert_close, scaled_atol
+from test_models import with_probes
 from test_transformers import encoder_layer
 from zoo import light_model
 
 quantization = pytest.importorskip("onnxruntime.quantization")
-INTEGER_TYPES = (onnx.TensorProto.UINT8, onnx.TensorProto.INT8, onnx.TensorProto.INT32)
+INTEGER_DTYPES = (np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.int32))
 
 
 def squeezenet(size: int = 64) -> onnx.ModelProto:
@@ -124,39 +126,34 @@ MODELS = {
 }
 
 
-def with_integer_probes(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of ``model`` that also outputs every int8, uint8 and int32 tensor its nodes make."""
-    probed = copy.deepcopy(model)
-    typed = shape_inference.infer_shapes(probed)
-    types = {v.name: v.type.tensor_type.elem_type for v in list(typed.graph.value_info) + list(typed.graph.output)}
-    listed = {o.name for o in probed.graph.output}
-    for node in probed.graph.node:
-        for name in node.output:
-            if name and name not in listed and types.get(name) in INTEGER_TYPES:
-                probed.graph.output.append(onnx.ValueInfoProto(name=name))
-                listed.add(name)
-    return probed
-
-
 def compare(model, feeds, tamper=None):
-    """opforge (first and planned run) against onnxruntime on ``model`` with integer probes: integer
-    tensors equal, floats within 1e-4. Returns (opforge session, number of integer tensors)."""
-    probed = with_integer_probes(model)
-    oracle = ort.InferenceSession(probed.SerializeToString(), providers=["CPUExecutionProvider"])
-    names = [o.name for o in oracle.get_outputs()]
-    want = oracle.run(None, feeds)
-    sess = opforge.InferenceSession((tamper or (lambda m: m))(probed).SerializeToString())
-    integer = [np.issubdtype(w.dtype, np.integer) for w in want]
-    for run in (sess.run(None, feeds), sess.run(None, feeds)):  # the first run, then the planned one
-        for name, got, expected in zip(names, run, want):
-            if np.issubdtype(expected.dtype, np.integer):
-                assert got.dtype == expected.dtype and got.shape == expected.shape, name
-                differ = int(np.count_nonzero(got != expected))
-                assert not differ, f"{name}: {differ} of {expected.size} integers differ"
-        for name, got, expected, is_int in zip(names, run, want, integer):
-            if not is_int:
-                assert_close(got, expected, 1e-4, scaled_atol(expected, 1e-5), name)
-    return sess, sum(integer)
+    """opforge on ``model`` as written (its fusions intact; ``tamper`` edits the copy it gets),
+    first and planned run, against onnxruntime on the model's exact form (exact_integers.py):
+    every int8, uint8 and int32 tensor opforge's graph computes that the model names too equal
+    element for element, float outputs within 1e-4. Returns (opforge session, number of
+    integer tensors compared)."""
+    sess = opforge.InferenceSession((tamper or (lambda m: m))(model).SerializeToString())
+    named = {o for node in model.graph.node for o in node.output if o}
+    observed = [n for n in sess.observable_values() if n in named]
+    outputs = [o.name for o in model.graph.output]
+    oracle = ort.InferenceSession(exact_form(with_probes(model, observed)).SerializeToString(),
+                                  providers=["CPUExecutionProvider"])
+    want = dict(zip([o.name for o in oracle.get_outputs()], oracle.run(None, feeds)))
+    integers = [n for n in observed if want[n].dtype in INTEGER_DTYPES]
+    for _ in range(2):   # the first run, then the planned one
+        seen = {}
+        got = sess.run_observed(None, feeds, {n: (lambda n: lambda v: seen.__setitem__(n, v.copy()))(n)
+                                               for n in integers})
+        for name in integers:
+            assert seen[name].dtype == want[name].dtype and seen[name].shape == want[name].shape, name
+            differ = int(np.count_nonzero(seen[name] != want[name]))
+            assert not differ, f"{name}: {differ} of {want[name].size} integers differ"
+        for name, value in zip(outputs, got):
+            if want[name].dtype in INTEGER_DTYPES:
+                assert np.array_equal(value, want[name]), f"{name}: integers differ"
+            else:
+                assert_close(value, want[name], 1e-4, scaled_atol(want[name], 1e-5), name)
+    return sess, len(integers)
 
 
 @pytest.mark.parametrize("name", list(MODELS))
@@ -167,12 +164,10 @@ def test_quantized_and_optimized_models_match_onnxruntime(models, name):
     sess, integers = compare(model, feeds)
     fallback = [(n, op) for n, op, p in sess.node_providers() if p != "CPUExecutionProvider"]
     assert not fallback, f"nodes on the reference fallback: {fallback}"
+    assert not sess.reference_calls(), f"calls handed to the reference provider: {sess.reference_calls()}"
     assert integers > 0 or name in ("optimized_cnn", "optimized_encoder"), "no integer tensor was compared"
     if name in FUSED:  # as onnxruntime fuses them (passes/fuse_qdq.py, passes/fuse_dynamic_quant.py)
-        # on the model as written: a probe that lists an inner value as an output keeps it unfused
-        unprobed = opforge.InferenceSession(model.SerializeToString())
-        assert_close(unprobed.run(None, feeds)[0], sess.run(None, feeds)[0], 1e-4, 1e-5, f"{name} fused vs probed")
-        ran = {op for _, op, _ in unprobed.node_providers()}
+        ran = {op for _, op, _ in sess.node_providers()}
         fused, gone = FUSED[name]
         assert fused <= ran and not gone & ran, f"{name} ran {sorted(ran)}"
 
@@ -193,7 +188,7 @@ def test_unprobed_qdq_models_fuse_and_compute_as_onnxruntime(models, name, tmp_p
     path = tmp_path / "model.onnx"
     onnx.save(model, path)
     optimized = optimized_by_onnxruntime(path, tmp_path)
-    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+    want = ort.InferenceSession(exact_form(model).SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     sess = opforge.InferenceSession(model.SerializeToString())
     for got, expected in zip(sess.run(None, feeds), want):
         assert_close(got, expected, 1e-4, scaled_atol(expected, 1e-5), name)

@@ -147,7 +147,9 @@ def test_terminate_stops_the_run():
 
 def test_providers_default_to_cpu_then_reference():
     session = InferenceSession(chain_model())
-    assert session.get_providers() == [CPU, REFERENCE]
+    assert session.get_providers() == [CPU]   # as onnxruntime lists them: what was asked for
+    assert session._providers == [CPU, REFERENCE]
+    assert InferenceSession(chain_model(), providers=[CPU, REFERENCE]).get_providers() == [CPU, REFERENCE]
     options = SessionOptions(disable_reference_fallback=True)
     InferenceSession(chain_model(), options, providers=[CPU])  # Relu has a native kernel
     decoder = helper.make_model(helper.make_graph(   # ImageDecoder runs on the reference provider only
@@ -157,8 +159,9 @@ def test_providers_default_to_cpu_then_reference():
         opset_imports=[helper.make_opsetid("", 20)])
     with pytest.raises(KernelNotFoundError, match=r"node 'dec' \(ImageDecoder, domain 'ai.onnx'\) at opset 20"):
         InferenceSession(decoder, options, providers=[CPU])
-    with pytest.raises(ValueError, match="unknown execution provider"):
-        InferenceSession(chain_model(), providers=["TensorrtExecutionProvider"])
+    with pytest.warns(UserWarning, match="'TensorrtExecutionProvider' is not in available provider names"):
+        tensorrt = InferenceSession(chain_model(), providers=["TensorrtExecutionProvider"])
+    assert tensorrt.get_providers() == [CPU]   # onnxruntime warns and falls back too
 
 
 def test_optimized_model_is_saved_folded(tmp_path):
@@ -221,3 +224,16 @@ def test_string_outputs_are_object_arrays_like_onnxruntime(source):
     for _ in range(2):   # the first run and the planned one
         got, = sess.run(None, feed)
         assert got.dtype == want.dtype == object and got.tolist() == want.tolist()
+
+
+def test_a_python_list_feed_is_read_in_the_declared_dtype_as_onnxruntime_reads_it():
+    session = InferenceSession(chain_model())
+    y, = session.run(None, {"x": [[1.0, -2.0, 3.0]]})
+    want, = session.run(None, {"x": np.array([[1.0, -2.0, 3.0]], np.float32)})
+    assert y.dtype == np.float32 and np.array_equal(y, want)
+    ints = helper.make_model(helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, None)]), opset_imports=[helper.make_opsetid("", 17)])
+    assert InferenceSession(ints).run(None, {"x": [3, 4]})[0].tolist() == [3, 4]
+    with pytest.raises(FeedError, match="'x'.*1.5"):
+        InferenceSession(ints).run(None, {"x": [1.5, 2]})

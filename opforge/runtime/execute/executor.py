@@ -13,6 +13,11 @@ from opforge.runtime.providers.registry import BoundKernel, KernelRegistry
 
 BindKernel = Callable[[Node], BoundKernel]
 
+# How a missing kernel is supplied, from Python (the command line says it its own way).
+CUSTOM_OPS_ADVICE = ("Supply one with InferenceSession(..., custom_ops=[...]): a C++ op library "
+                     "(opforge.CustomOpBuilder / load_dir, or a path to its sources), a Python op "
+                     "(@opforge.custom_op), or an opforge.OpMapping to existing ops")
+
 
 class Dispatcher:
     """Chooses each node's kernel: the one place that decides what code runs a node.
@@ -56,9 +61,7 @@ class Dispatcher:
         detail = "; ".join(reasons) or "none of them registers this op"
         raise KernelNotFoundError(
             f"no kernel for {node.label} at opset {opset} in providers {self.providers}: {detail}. "
-            "Supply one with InferenceSession(..., custom_ops=[...]): a C++ op library "
-            "(opforge.CustomOpBuilder / load_dir, or a path to its sources), a Python op "
-            "(@opforge.custom_op), or an opforge.OpMapping to existing ops")
+            + CUSTOM_OPS_ADVICE)
 
     def compile(self, graph: Graph) -> "Executor":
         """An executor for ``graph`` (a subgraph), bound by ``subgraphs`` or this dispatcher.
@@ -118,10 +121,13 @@ class Executor:
             if name not in keep:
                 self.steps[index].frees.append(name)
 
-    def run(self, env: dict[str, Any], run_options=None, record: Recording | None = None) -> list[Any]:
+    def run(self, env: dict[str, Any], run_options=None, record: Recording | None = None,
+            observe: "dict | None" = None) -> list[Any]:
         """Run with ``env`` (graph inputs and outer-scope values by name); return the outputs.
 
-        With ``record``, what the memory planner needs is noted there (see Recording).
+        With ``record``, what the memory planner needs is noted there (see Recording). With
+        ``observe`` ({value name: callable}), each callable gets its value right after the step
+        that makes it (InferenceSession.run_observed).
         """
         values = dict(self.graph.initializers)
         values.update(env)
@@ -147,6 +153,8 @@ class Executor:
                     values[name] = value
                     if record is not None:
                         record.values[name] = (value.dtype, value.shape) if hasattr(value, "dtype") else None
+                    if observe is not None and name in observe:
+                        observe[name](value)
             for name in step.frees:
                 values.pop(name, None)
         return [values[name] for name in self.output_names]

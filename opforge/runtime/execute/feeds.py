@@ -158,6 +158,8 @@ def to_host(value: Any) -> np.ndarray:
 def _check_tensor(value: Any, tensor: onnx.TypeProto.Tensor, info: ValueInfo) -> np.ndarray:
     if value is None or isinstance(value, (list, tuple, dict)) and not _is_nested_numbers(value):
         raise _mismatch(info, value)
+    if isinstance(value, (list, tuple)) and tensor.elem_type and is_elem_type(tensor.elem_type):
+        value = _list_as(value, elem_dtype(tensor.elem_type), info)
     array = value if on_device(value) else np.asarray(value)
     if array.ndim > MAX_RANK:
         raise _too_many_dims(info, array)
@@ -173,6 +175,24 @@ def _check_tensor(value: Any, tensor: onnx.TypeProto.Tensor, info: ValueInfo) ->
         raise _mismatch(info, array)
     if tensor.HasField("shape"):
         _check_shape(array, dims_of(tensor.shape), info)
+    return array
+
+
+def _list_as(value, dtype: np.dtype, info: ValueInfo) -> np.ndarray:
+    """A (nested) Python list given for a tensor, as an array of the declared dtype, as
+    onnxruntime takes it; numbers the dtype cannot hold as they are (1.5 for an int64 input)
+    are refused, where a cast would change them."""
+    loose = np.asarray(value)
+    if dtype == object or loose.dtype.kind in "USO":
+        return loose
+    try:
+        array = np.asarray(value, dtype=dtype)
+    except (ValueError, OverflowError, TypeError) as exc:
+        raise FeedError(f"input {info.name!r} expects {describe(info)}; its list cannot be read as "
+                        f"{dtype}: {exc}") from None
+    if loose.size and loose.dtype.kind in "biuf" and not np.array_equal(array.astype(loose.dtype), loose):
+        raise FeedError(f"input {info.name!r} expects {describe(info)}; its list holds values that "
+                        f"{dtype} cannot hold as they are (e.g. {loose.reshape(-1)[0]!r}): pass an array")
     return array
 
 

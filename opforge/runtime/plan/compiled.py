@@ -54,10 +54,13 @@ class CompiledPlan:
     def __post_init__(self):
         self._output_slots = [self.slots[n] for n in self.outputs]
 
-    def run(self, env: dict, run_options=None) -> list:
+    def run(self, env: dict, run_options=None, observe: "dict | None" = None) -> list:
         """The plan's outputs for ``env`` (arrays in any layout: the core makes C-ordered copies
-        of those that are not); the core reads the values it was told the names of."""
-        return self.core.run_env(env, run_options)
+        of those that are not); the core reads the values it was told the names of. ``observe``:
+        {value name: callable}, see Executor.run."""
+        if observe is None:
+            return self.core.run_env(env, run_options)
+        return self.core.run_env(env, run_options, {self.slots[name]: fn for name, fn in observe.items()})
 
     def run_loop(self, outer: dict, counters: list, carried_names: list, carried: list, scanned_names: list,
                  scanned: list, reverse: list, start: int, limit: "int | None", condition: bool = True,
@@ -212,24 +215,25 @@ class PlannedExecutor:
     def outer_refs(self) -> list:
         return self.executor.outer_refs
 
-    def run(self, env: dict, run_options=None, key: tuple | None = None) -> list:
-        """The graph's outputs for ``env``; ``key``: its signature when the caller has it."""
+    def run(self, env: dict, run_options=None, key: tuple | None = None, observe: "dict | None" = None) -> list:
+        """The graph's outputs for ``env``; ``key``: its signature when the caller has it;
+        ``observe``: {value name: callable}, see Executor.run."""
         if not self.enabled:
-            return self.executor.run(env, run_options)
+            return self.executor.run(env, run_options, observe=observe)
         if key is None:
             key = signature(env)
         entry = self._get(key)
         if isinstance(entry, CompiledPlan):
-            return entry.run(env, run_options)
+            return entry.run(env, run_options, observe)
         if isinstance(entry, _Failure) and not entry.due():
-            return self.executor.run(env, run_options)
+            return self.executor.run(env, run_options, observe=observe)
         if self.record_after and not isinstance(entry, _Failure):
             seen = entry if isinstance(entry, _Seen) else _Seen()
             if seen.count() <= self.record_after:
                 self._put(key, seen)
-                return self.executor.run(env, run_options)
+                return self.executor.run(env, run_options, observe=observe)
         record = Recording()
-        outputs = self.executor.run(env, run_options, record=record)
+        outputs = self.executor.run(env, run_options, record=record, observe=observe)
         try:
             plan = compile_plan(self.executor, record, env, self.pool)
             plan.core.set_profiling(self.profile)

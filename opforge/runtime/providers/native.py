@@ -99,6 +99,7 @@ class NativeKernel:
         self._reference = None
         self._values = None
         self._reference_lock = threading.Lock()
+        self.reference_calls = 0   # calls handed to the reference kernel, so tests can see them
 
     def _fallback(self):
         """The node's reference kernel (made on first need), for calls the native op cannot take."""
@@ -120,7 +121,14 @@ class NativeKernel:
         with self._reference_lock:
             if self._values is None:
                 self._values = python_kernel(self.node, self.opset, self.provider) or False
-        return self._values or self._fallback()
+        if self._values:
+            return self._values
+        self._count_reference_call()
+        return self._fallback()
+
+    def _count_reference_call(self) -> None:
+        with self._reference_lock:
+            self.reference_calls += 1
 
     def unsupported(self, dtypes: list) -> "str | None":
         """Why the op cannot take these input dtypes (None when it can); their count was
@@ -165,8 +173,12 @@ class NativeKernel:
 
     def _run_native(self, inputs: list) -> tuple:
         metas = _metas(inputs)
-        outputs = [None if t is None or not name else np.empty(t[1], t[0])
-                   for t, name in zip(self.output_types(inputs, metas), self.node.outputs)]
+        try:
+            outputs = [None if t is None or not name else np.empty(t[1], t[0])
+                       for t, name in zip(self.output_types(inputs, metas), self.node.outputs)]
+        except (MemoryError, ValueError) as exc:   # numpy's "array is too big" is a ValueError
+            raise OpMemoryError(f"{self.handle.name}: its outputs for these inputs do not fit in memory "
+                                f"({exc})") from None
         workspace = self.handle.workspace_size(metas, self.attrs) if self.schema["has_workspace"] else 0
         self.handle.run(inputs, outputs, self.attrs, self.pool)
         return outputs, workspace
@@ -181,6 +193,7 @@ class NativeKernel:
             results = self._fallback().run(inputs)
         except Exception:
             raise error from None
+        self._count_reference_call()
         logger.debug("%s ran on the reference provider: the native kernel said %s",
                      self.node.label, error)
         return results

@@ -290,10 +290,8 @@ def test_roi_align_corrupt_rois_are_refused_or_sample_nothing(kernels):
 
 @pytest.fixture
 def max_roi_pool(kernels):
-    """MaxRoiPool's kernel (image_blocks.cpp) comes with branch native-b; these tests check it
-    once both are merged."""
-    if "MaxRoiPool" not in kernels.op_names:
-        pytest.skip("no native MaxRoiPool in this kernel library")
+    """MaxRoiPool's native kernel (image_blocks.cpp)."""
+    assert "MaxRoiPool" in kernels.op_names, "the kernel library lost its native MaxRoiPool"
     return kernels.op("MaxRoiPool", domain="", version=1)
 
 

@@ -3,7 +3,7 @@ onnxruntime: integer outputs must be equal, element for element."""
 import numpy as np
 import pytest
 
-from exact_check import check
+from exact_check import check, onnxruntime_outputs
 
 MS = "com.microsoft"
 RNG = np.random.default_rng(0)
@@ -113,7 +113,10 @@ GEMM_SHAPES = [((7, 13), (13, 37)), ((2, 3, 5, 64), (64, 33)), ((3, 1, 9, 8), (4
 def test_matmul_integer(kernels, a_type, b_type):
     for sa, sb in GEMM_SHAPES:
         a, b = qrand(a_type, sa), qrand(b_type, sb)
-        check(kernels, "MatMulInteger", [a, b, zp(a_type), zp(b_type)], opset=10)
+        za, zb = zp(a_type), zp(b_type)
+        got = check(kernels, "MatMulInteger", [a, b, za, zb], opset=10)[0]
+        exact = np.matmul(a.astype(np.int64) - za, b.astype(np.int64) - zb)
+        assert np.array_equal(got, exact), "MatMulInteger differs from exact integer arithmetic"
     a, b = qrand(a_type, (9, 20)), qrand(b_type, (20, 35))
     check(kernels, "MatMulInteger", [a, b, None, None], opset=10)
     check(kernels, "MatMulInteger", [a, b, zp(a_type), zp(b_type, 35)], opset=10)
@@ -129,6 +132,19 @@ def test_qlinear_matmul(kernels, a_type, b_type):
             inputs = [a, np.float32(0.05), zp(a_type), b, b_scale, b_zp, np.float32(2.5), zp(a_type)]
             check(kernels, "QLinearMatMul", inputs, opset=10)
             check(kernels, "QLinearMatMul", inputs, opset=21)
+
+
+def test_the_oracle_is_exact_where_onnxruntime_is_not():
+    """Full-range uint8 x int8 products (what overflows onnxruntime's 16-bit lanes on CPUs
+    without VNNI): the oracle's MatMulInteger is exact, its QLinearMatMul rounds the exact sums."""
+    a, b = qrand(np.uint8, (9, 64)), qrand(np.int8, (64, 35))
+    za, zb, zy = np.array(3, np.uint8), np.array(-2, np.int8), np.array(1, np.uint8)
+    exact = (a.astype(np.int64) - za) @ (b.astype(np.int64) - zb)
+    assert np.array_equal(onnxruntime_outputs("MatMulInteger", [a, b, za, zb], opset=10)[0], exact)
+    sa, sb, sy = (np.array(v, np.float32) for v in (0.05, 0.02, 2.5))
+    requantized = np.clip(np.rint(exact.astype(np.float32) * np.float32(sa * sb / sy)) + zy, 0, 255)
+    got = onnxruntime_outputs("QLinearMatMul", [a, sa, za, b, sb, zb, sy, zy], opset=10)[0]
+    assert np.array_equal(got, requantized.astype(np.uint8))
 
 
 def test_matmul_integer_to_float_and_dynamic_quantize_matmul(kernels):

@@ -10,6 +10,7 @@
 #include "common.h"
 #include "conv.h"
 #include "conv_run.h"
+#include "kernel_paths.h"
 #include "gemm_blas.h"
 
 namespace opforge_conv {
@@ -194,7 +195,11 @@ void conv_into(KernelContext& ctx, const ConvShape& s, const GroupArgs<T>& a, co
     if (s.depthwise() && conv_depthwise_f32(ctx, s, a.x, a.w, a.bias, a.z, a.y, e)) return;
     if (!s.depthwise() && conv_gemm_f32(ctx, s, a.x, a.w, a.bias, a.z, a.y, e)) return;
   }
-  if (s.depthwise()) return conv_depthwise(ctx, s, a, e);
+  if (s.depthwise()) {
+    OPFORGE_KERNEL_PATH("conv.depthwise.generic");
+    return conv_depthwise(ctx, s, a, e);
+  }
+  OPFORGE_KERNEL_PATH("conv.blas");
   conv_blas(ctx, s, a, e);
 }
 

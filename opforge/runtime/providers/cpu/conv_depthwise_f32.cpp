@@ -7,6 +7,7 @@
 
 #include "conv_pack.h"
 #include "conv_run.h"
+#include "kernel_paths.h"
 #include "plane_vectors.h"
 
 namespace opforge_conv {
@@ -316,6 +317,20 @@ PlaneRun in_place_run(const Window& w) {
   return nullptr;
 }
 
+/// Counts the call under the in-place path `run` names.
+void count_in_place(PlaneRun run) {
+  if (run == run_same3x3)
+    OPFORGE_KERNEL_PATH("conv.depthwise.same3x3");
+  else if (run == run_same<5>)
+    OPFORGE_KERNEL_PATH("conv.depthwise.same5x5");
+  else if (run == run_same<7>)
+    OPFORGE_KERNEL_PATH("conv.depthwise.same7x7");
+  else if (run == run_stride2_3x3)
+    OPFORGE_KERNEL_PATH("conv.depthwise.stride2_3x3");
+  else
+    OPFORGE_KERNEL_PATH("conv.depthwise.stride2_5x5");
+}
+
 }  // namespace
 
 bool conv_depthwise_f32(KernelContext& ctx, const ConvShape& s, const float* x, const float* wt, const float* bias,
@@ -323,6 +338,7 @@ bool conv_depthwise_f32(KernelContext& ctx, const ConvShape& s, const float* x, 
   const Window& w = s.w;
   auto input = [&](int64_t plane) { return x + ((plane / s.m) * s.c + (plane % s.m) / s.mg) * w.in_size(); };
   if (const PlaneRun run = in_place_run(w)) {
+    count_in_place(run);
     const int64_t out = w.out_size(), taps = w.k_size();
     ctx.parallel_for(s.n * s.m, std::max<int64_t>(1, 16384 / (taps * out)), [&](int64_t begin, int64_t end) {
       for (int64_t plane = begin; plane < end; ++plane) {
@@ -335,6 +351,7 @@ bool conv_depthwise_f32(KernelContext& ctx, const ConvShape& s, const float* x, 
     return true;
   }
   if (!planes::plane_fits(w) || w.k_size() > kMaxTaps) return false;
+  OPFORGE_KERNEL_PATH("conv.depthwise.padded");
   const Plane p = planes::plane_for(w);
   const std::vector<OutVector> vecs = planes::out_vectors(w, p);
   const int64_t taps = w.k_size(), out = w.out_size();

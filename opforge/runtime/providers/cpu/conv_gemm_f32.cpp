@@ -15,6 +15,7 @@
 
 #include "conv_pack.h"
 #include "conv_run.h"
+#include "kernel_paths.h"
 #include "conv_source.h"
 #include "conv_tiles.h"
 #include "elementwise_math.h"
@@ -285,6 +286,7 @@ int64_t conv_gemm_f32_workspace(const ConvShape& s) { return copy_floats(s, sour
 
 bool conv_gemm_f32(KernelContext& ctx, const ConvShape& s, const float* x, const float* w, const float* bias,
                    const float* z, float* y, const Epilogue& e) {
+  OPFORGE_KERNEL_PATH("conv.gemm_tiles");
   const Source source = source_for(s.w);
   const Cut cut = cut_for(s, source, ctx.num_threads());
   const float* src = x;

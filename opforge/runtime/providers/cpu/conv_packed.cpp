@@ -17,6 +17,7 @@
 #include "conv_run.h"
 #include "conv_source.h"
 #include "conv_tiles.h"
+#include "kernel_paths.h"
 
 namespace opforge_conv {
 namespace {
@@ -248,6 +249,7 @@ void run_task(const Job& job, int64_t image, int64_t panel, int64_t b0, int64_t 
 }
 
 void packed_conv_compute(KernelContext& ctx) {
+  OPFORGE_KERNEL_PATH("conv.packed");
   const Epilogue e = epilogue_attrs(ctx);
   const ConvShape s = packed_shape(ctx);
   const Tensor x = ctx.input(0), y = ctx.output(0);

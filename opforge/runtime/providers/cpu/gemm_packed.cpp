@@ -19,6 +19,7 @@
 #include "elementwise_math.h"
 #include "gemm_packed.h"
 #include "gemm_packed_tiles.h"
+#include "kernel_paths.h"
 
 namespace {
 
@@ -123,6 +124,12 @@ void run_empty_k(const Product& p) {
 
 /// Splits the output into (row block, panel group) tasks, a few per thread, and runs them.
 void run_product(const KernelContext& ctx, const Product& p) {
+  if (p.isa == Isa::Avx512)   // the tile code is chosen at run time, whatever the build's -march
+    OPFORGE_KERNEL_PATH_NAMED("gemm.packed.avx512");
+  else if (p.isa == Isa::Avx2)
+    OPFORGE_KERNEL_PATH_NAMED("gemm.packed.avx2");
+  else
+    OPFORGE_KERNEL_PATH_NAMED("gemm.packed.portable");
   if (p.k == 0) return run_empty_k(p);
   const int64_t threads = ctx.num_threads(), panels = p.panels(), mr = p.rows_per_tile();
   const int64_t row_tiles = (p.m + mr - 1) / mr;

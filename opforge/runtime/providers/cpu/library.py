@@ -24,6 +24,11 @@ KERNEL_CFLAGS = ["-O3", "-march=native", "-fno-math-errno"]
 _loaded: dict = {}
 
 
+def kernel_cflags(march: str = "native") -> list:
+    """The kernels' compile flags for the target ``march`` (config.kernel_march)."""
+    return [f"-march={march}" if flag == "-march=native" else flag for flag in KERNEL_CFLAGS]
+
+
 def blas_flags(rpath: bool = True) -> "tuple[list, list]":
     """(compile flags, link flags) for OpenBLAS from the scipy-openblas32 wheel. Without
     ``rpath`` the library finds OpenBLAS by its soname, preloaded by `_preload_blas`."""
@@ -60,21 +65,55 @@ def inputs_digest() -> str:
 def cpu_kernels(files=None):
     """The built-in kernel library (an OpLibrary): the prebuilt one when it is current, else
     built on first use and cached. `files` restricts the build to some sources (for developing
-    one kernel family); set OPFORGE_PREBUILT_KERNELS=0 to always build from the sources."""
-    key = tuple(files or ())
+    one kernel family); set OPFORGE_PREBUILT_KERNELS=0 to always build from the sources, and
+    OPFORGE_KERNEL_MARCH to build them for another target than this machine."""
+    from opforge import config
+
+    march = config.kernel_march()
+    key = (tuple(files or ()), march)
     if key not in _loaded:
         _preload_blas()
-        _loaded[key] = _load_prebuilt() if not files and _prebuilt_is_current() else _build(files)
+        native = march == "native"
+        _loaded[key] = _load_prebuilt() if native and not files and _prebuilt_is_current() else _build(files, march)
     return _loaded[key]
 
 
-def _build(files):
+def _build(files, march: str = "native"):
     from opforge.builder import CustomOpBuilder
 
     cflags, ldflags = blas_flags()
     name = LIBRARY_NAME if not files else f"{LIBRARY_NAME}_part"
-    return CustomOpBuilder(name, kernel_sources(files), extra_cflags=KERNEL_CFLAGS + cflags,
+    if march != "native":
+        name += "_" + "".join(c if c.isalnum() else "_" for c in march)
+    return CustomOpBuilder(name, kernel_sources(files), extra_cflags=kernel_cflags(march) + cflags,
                            extra_ldflags=ldflags, extra_include_paths=[KERNEL_DIR]).load()
+
+
+def kernel_paths(library=None) -> dict:
+    """{path name: calls} of the hand-written instruction-set paths the kernel library's calls
+    took so far in this process ("conv.depthwise.same3x3.avx512": 12, ...): how a test knows the
+    path it targets is the one that ran. ``library``: an OpLibrary (default: cpu_kernels())."""
+    import ctypes
+
+    lib = ctypes.CDLL((library or cpu_kernels()).__file__)
+    read = lib.opforge_kernel_paths
+    read.restype, read.argtypes = ctypes.c_int32, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32]
+    capacity = 0
+    while True:
+        names, calls = (ctypes.c_char_p * max(capacity, 1))(), (ctypes.c_uint64 * max(capacity, 1))()
+        count = read(names, calls, capacity)
+        if count <= capacity:
+            return {names[i].decode(): int(calls[i]) for i in range(count)}
+        capacity = count + 16
+
+
+def kernel_isa(library=None) -> list:
+    """The instruction sets the kernel library's hand-written paths were compiled for."""
+    import ctypes
+
+    isa = ctypes.CDLL((library or cpu_kernels()).__file__).opforge_kernel_isa
+    isa.restype = ctypes.c_char_p
+    return isa().decode().split()
 
 
 def _prebuilt_is_current() -> bool:
@@ -148,6 +187,41 @@ def _preload_blas() -> None:
             os.environ["OPENBLAS_NUM_THREADS"] = saved
 
 
+class _TerminalProgress:
+    """Progress written to the terminal itself (/dev/tty), a line per tenth of the build: pip
+    shows a build backend's output only with -v, and this build takes minutes. Nothing is
+    written where there is no terminal (CI logs keep pip's own output)."""
+
+    def __init__(self, what: str):
+        self.what, self.tty, self.shown = what, None, -1
+
+    def __enter__(self):
+        import re
+
+        self.step = re.compile(r"^\[(\d+)/(\d+)\]")
+        try:
+            self.tty = open("/dev/tty", "w")
+        except OSError:
+            self.tty = None
+        return self if self.tty is not None else None
+
+    def __call__(self, line: str) -> None:
+        found = self.step.match(line)
+        if found is None:
+            return
+        done, total = int(found[1]), int(found[2])
+        tenth = done * 10 // max(total, 1)
+        if tenth > self.shown:
+            self.shown = tenth
+            self.tty.write(f"\r\n{self.what}: {done}/{total} ({tenth * 10}%)")
+            self.tty.flush()
+
+    def __exit__(self, *exc):
+        if self.tty is not None:
+            self.tty.write("\r\n")
+            self.tty.close()
+
+
 def build_prebuilt(work: Path, verbose: bool = False) -> Path:
     """Compiles the kernel library into the package (PREBUILT, with its STAMP), using ninja in
     the folder `work`. Called by setup.py at install; raises RuntimeError if the build fails."""
@@ -169,7 +243,8 @@ def build_prebuilt(work: Path, verbose: bool = False) -> Path:
     # the digest of the sources as they are when compiling starts: a source added or edited
     # during the build must leave the library stale, not stamped current
     inputs = inputs_digest()
-    ok, log = run_ninja(work, verbose, echo=True)   # [n/N] progress, shown by `pip install -v`
+    with _TerminalProgress("opforge: compiling the built-in CPU kernels") as progress:
+        ok, log = run_ninja(work, verbose, echo=True, progress=progress)   # [n/N] lines for `pip install -v`
     if not ok:
         raise RuntimeError(f"building opforge's CPU kernels failed:\n{log[-5000:]}")
     tmp = PREBUILT.with_name(PREBUILT.name + ".tmp")

@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernel_paths.h"
 #include "pool_f32.h"
 #include "pool_separable.h"
 #include "pool_simd.h"
@@ -91,6 +92,7 @@ void maxpool_typed(KernelContext& ctx) {
       });
       return;
     }
+  OPFORGE_KERNEL_PATH("pool.max.generic");
   opforge_nn::for_each_plane(ctx, plan, [&](int64_t c) {
     int64_t* plane_idx = idx != nullptr ? idx + c * out_size : nullptr;
     MaxRows<T> rows{plan, x + c * in_size, y + c * out_size, plane_idx};

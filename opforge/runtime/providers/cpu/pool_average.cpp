@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernel_paths.h"
 #include "pool_f32.h"
 #include "pool_simd.h"
 #include "pool_window.h"
@@ -74,6 +75,7 @@ void sumpool_typed(KernelContext& ctx, int64_t p) {
   if constexpr (std::is_same_v<T, float>)
     if (p == 0 && opforge_nn::pool_f32(ctx, plan, false, include_pad)) return;
   const int64_t in_size = plan.w.in_size(), out_size = plan.w.out_size();
+  OPFORGE_KERNEL_PATH("pool.average.generic");
   const std::vector<T> col_count = column_counts<T>(plan, include_pad);
   opforge_nn::for_each_plane(ctx, plan, [&](int64_t c) {
     SumRows<T> rows{plan, x + c * in_size, y + c * out_size, p, include_pad, col_count.data()};

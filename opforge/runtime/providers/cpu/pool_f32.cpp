@@ -11,6 +11,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernel_paths.h"
 #include "pool_f32.h"
 
 #if defined(__AVX512F__)
@@ -465,19 +466,23 @@ bool pool_f32(KernelContext& ctx, const PoolPlan& plan, bool max, bool include_p
   float* y = ctx.output(0).data<float>();
   const int64_t in = w.in_size(), out = w.out_size();
   if (is_global(w)) {
+    OPFORGE_KERNEL_PATH("pool.global");
     ctx.parallel_for(plan.planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in)), [&](int64_t b, int64_t e) {
       for (int64_t c = b; c < e; ++c) y[c] = reduce_plane(x + c * in, in, max) / (max ? 1.f : float(in));
     });
     return true;
   }
   if (runs_rows3x3(w)) {
+    OPFORGE_KERNEL_PATH("pool.rows3x3");
     pool_rows3x3(ctx, plan, max, include_pad, x, y);
     return true;
   }
   if (runs_flat(w)) {
+    OPFORGE_KERNEL_PATH("pool.flat");
     pool_flat(ctx, plan, max, include_pad, x, y);
     return true;
   }
+  OPFORGE_KERNEL_PATH("pool.rows");
   // Kept between calls, so a call allocates nothing once the largest plane has been seen.
   thread_local RowTaps taps;
   thread_local std::vector<float> inv;

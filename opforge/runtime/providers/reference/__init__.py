@@ -7,8 +7,10 @@ import numpy as np
 import onnx
 from onnx.reference import ReferenceEvaluator
 
+from opforge.errors import OpError, OpMemoryError
 from opforge.runtime.errors import KernelNotFoundError
 from opforge.runtime.graph.graph import Node
+from opforge.runtime.graph.types import value_type_string
 from opforge.runtime.providers.registry import ANY_OP, REFERENCE, KernelRegistry, default_registry
 
 # The domains whose operators onnx.reference implements.
@@ -102,11 +104,49 @@ _VALUE_CHECKS = {("", "TopK"): _topk_k, ("", "GatherElements"): _gather_elements
                     for op in ("TreeEnsemble", "TreeEnsembleClassifier", "TreeEnsembleRegressor")}}
 
 
+class InputTypes:
+    """The types an ONNX op's inputs take, from its schema's type constraints: checked before
+    onnx.reference sees a call, so a value of a type the op does not take (a string tensor, a
+    sequence where a tensor belongs) is refused by name instead of failing inside it."""
+
+    def __init__(self, node: Node, op_type: str, opset: int):
+        self.label = node.label
+        try:
+            schema = onnx.defs.get_schema(op_type, opset, node.domain)
+        except Exception:   # no schema (a domain onnx does not define): nothing to check
+            self.params = []
+            return
+        allowed = {tc.type_param_str: set(tc.allowed_type_strs) for tc in schema.type_constraints}
+        self.params = [(p.name, allowed.get(p.type_str, {p.type_str}),
+                        p.option == onnx.defs.OpSchema.FormalParameterOption.Variadic)
+                       for p in schema.inputs]
+
+    def check(self, inputs: list) -> None:
+        """Raises OpError naming the first input whose type the op does not take."""
+        if not self.params:
+            return
+        for index, value in enumerate(inputs):
+            if index >= len(self.params) and not self.params[-1][2]:
+                return
+            name, allowed, _ = self.params[min(index, len(self.params) - 1)]
+            if value is None or not allowed:
+                continue
+            kind = value_type_string(value)
+            if kind in allowed or kind.endswith("(unknown)") or any(a.startswith("optional(") and kind in a
+                                                                    for a in allowed):
+                continue
+            raise OpError(f"{self.label}: input #{index} '{name}' is {kind}; the op takes "
+                          f"{', '.join(sorted(allowed))}")
+
+
 class ReferenceKernel:
     """Runs one node through an onnx.reference evaluator built once, when the node is bound.
 
     The node becomes the body of a one-node FunctionProto whose inputs are the node's inputs
     followed by its implicit (outer-scope) inputs, so subgraphs that read enclosing values work.
+    Inputs of types the op's schema does not take are refused before the evaluator sees them;
+    what onnx.reference itself raises on inputs it cannot run is reported as an OpError naming
+    the node (it is the last-resort implementation, not opforge's own code).
     """
 
     provider = REFERENCE
@@ -119,6 +159,7 @@ class ReferenceKernel:
         proto = node.to_proto()
         op_type, opset = _REPLACED_BY.get((node.domain, node.op_type), (node.op_type, opset))
         proto.op_type = op_type
+        self._types = InputTypes(node, op_type, opset)
         function = onnx.helper.make_function(
             "opforge.reference", f"node_{node.op_type}", self._input_names, self._output_names,
             [proto], _opset_imports(node, opset))
@@ -145,8 +186,17 @@ class ReferenceKernel:
         problem = check(self.node, inputs) if check is not None else None
         if problem:
             raise ValueError(f"{self.node.op_type}: {problem}")
+        self._types.check(inputs)
         feeds = {name: inputs[p] for name, p in zip(self._input_names, self._positions)}
-        results = self._evaluator.run(None, feeds, attributes={})
+        try:
+            results = self._evaluator.run(None, feeds, attributes={})
+        except MemoryError:
+            raise OpMemoryError(f"{self.node.label}: its outputs for these inputs do not fit in memory") from None
+        except Exception as exc:   # onnx.reference's own refusals of values it cannot run
+            if "too big" in str(exc):
+                raise OpMemoryError(f"{self.node.label}: {exc}") from None
+            raise OpError(f"{self.node.label}: the reference implementation (onnx.reference) cannot "
+                          f"run these inputs: {type(exc).__name__}: {exc}") from None
         by_name = dict(zip(self._output_names, results))
         return [by_name.get(name) if name else None for name in self.node.outputs]
 
