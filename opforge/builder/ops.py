@@ -80,8 +80,10 @@ def schema_doc(schema: dict, with_signature: bool = True, output_dtypes: "dict |
     """The text help() shows for an op (``with_signature`` false where help() prints the Python
     signature itself; ``output_dtypes``: inferred_output_dtypes)."""
     domain = schema["domain"] or "ai.onnx"
+    versions = (f"opsets {schema['since_version']} to {schema['until_version']}" if schema.get("until_version")
+                else f"since version {schema['since_version']}")
     lines = ([signature_text(schema), ""] if with_signature else []) + [
-        f"domain '{domain}', since version {schema['since_version']}, backend {schema['backend']}"]
+        f"domain '{domain}', {versions}, backend {schema['backend']}"]
     if schema["doc"]:
         lines += ["", schema["doc"]]
     lines += ["", "Inputs:"] + [_param_line(p) for p in schema["inputs"]]
@@ -209,7 +211,7 @@ class OpLibrary(types.ModuleType):
         Raises AttributeError when the library has no such op (for that domain and version).
         """
         found = [h for h in self.op_table if h.name == name and (domain is None or h.domain == domain)
-                 and (version is None or h.since_version <= version)]
+                 and (version is None or h.since_version <= version <= (h.until_version or version))]
         if not found:
             raise AttributeError(f"library '{self.__name__}' has no op {name!r}"
                                  + (f" in domain {domain!r}" if domain is not None else "")

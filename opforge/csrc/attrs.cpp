@@ -68,7 +68,22 @@ bool as_bytes(const py::handle& v, std::string& out) {
 
 }  // namespace
 
-AttrPack::AttrPack(const opf_op_def* op, const py::dict& given) {
+namespace {
+
+/// Whether attribute `def` exists at `opset` (0: any version, as an eager call asks).
+bool exists_at(const opf_attr_def& def, int opset) {
+  return opset == 0 || ((def.since_version == 0 || opset >= def.since_version) &&
+                        (def.until_version == 0 || opset <= def.until_version));
+}
+
+std::string versions_text(const opf_attr_def& def) {
+  if (def.until_version == 0) return "opsets " + std::to_string(def.since_version) + " on";
+  return "opsets " + std::to_string(def.since_version ? def.since_version : 1) + " to " + std::to_string(def.until_version);
+}
+
+}  // namespace
+
+AttrPack::AttrPack(const opf_op_def* op, const py::dict& given, int opset) {
   attrs_.resize(size_t(op->num_attrs));
   size_t used = 0;
   for (int32_t i = 0; i < op->num_attrs; ++i) {
@@ -77,13 +92,17 @@ AttrPack::AttrPack(const opf_op_def* op, const py::dict& given) {
     out = def.default_value;
     out.name = def.name;
     py::str key(def.name);
+    const bool exists = exists_at(def, opset);
     if (given.contains(key) && !given[key].is_none()) {
+      if (!exists)
+        throw py::type_error(std::string(op->name) + "(): attribute '" + def.name + "' exists in " +
+                             versions_text(def) + " only; this node is of opset " + std::to_string(opset));
       set(op, def, out, given[key]);
       ++used;
     } else if (given.contains(key)) {
       ++used;  // None: leave the default (or absent)
     }
-    if (def.required && out.type == OPF_ATTR_UNDEFINED)
+    if (def.required && exists && out.type == OPF_ATTR_UNDEFINED)
       throw py::type_error(std::string(op->name) + "(): missing required attribute '" + def.name +
                            "' (" + attr_type_name(def.type) + ")");
   }

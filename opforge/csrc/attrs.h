@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "invoke.h"
 #include "opforge/abi.h"
 
 namespace opforge_core {
@@ -19,9 +20,10 @@ namespace py = pybind11;
 class AttrPack {
  public:
   /// Fills defaults from `op`, then the values in `given` (name -> Python value). Raises
-  /// TypeError naming the op and attribute for unknown names, missing required ones and
-  /// values of the wrong kind.
-  AttrPack(const opf_op_def* op, const py::dict& given);
+  /// TypeError naming the op and attribute for unknown names, missing required ones, values
+  /// of the wrong kind and, for a node of `opset` (0: an eager call, any version), attributes
+  /// that version of the op does not have.
+  AttrPack(const opf_op_def* op, const py::dict& given, int opset = 0);
   AttrPack(const AttrPack&) = delete;
   AttrPack& operator=(const AttrPack&) = delete;
   ~AttrPack();
@@ -30,6 +32,8 @@ class AttrPack {
   int32_t size() const { return int32_t(attrs_.size()); }
   /// The slot where the op keeps state made from these attributes (opf_compute_ctx::state).
   opf_state** state_slot() const { return &state_; }
+  /// What a call reads: the values and the state's slot.
+  AttrView view() const { return AttrView{attrs_.data(), int32_t(attrs_.size()), &state_}; }
 
  private:
   void set(const opf_op_def* op, const opf_attr_def& def, opf_attr& out, const py::handle& value);

@@ -21,6 +21,43 @@ std::vector<opf_tensor> cuda_views(const py::list& arrays, int device) {
   return views;
 }
 
+/// CUDA ops: outputs and workspace are cupy arrays on the call's device, so they come from
+/// cupy's pool and stay alive as Python objects; compute launches without the GIL.
+class CupyHost {
+ public:
+  CupyHost(int device, std::vector<py::object>& results)
+      : device_(device), results_(results), empty_(device_arrays().attr("empty")) {}
+
+  void place_output(int32_t k, opf_tensor& t, bool read) {
+    py::tuple shape(t.ndim);
+    for (int d = 0; d < t.ndim; ++d) shape[size_t(d)] = t.shape[d];
+    py::object a = empty_(shape, dtype_name(t.dtype), device_);
+    t = cuda_view_of(a, device_);
+    if (read) {
+      results_[size_t(k)] = a;
+    } else {
+      keep_.push_back(a);  // a required output nobody reads, alive until compute ends
+    }
+  }
+
+  void* workspace(int64_t bytes) {
+    keep_.push_back(empty_(py::make_tuple(bytes), "uint8", device_));
+    return cuda_view_of(keep_.back(), device_).data;
+  }
+
+  template <class F>
+  void enter_compute(F&& compute) {
+    py::gil_scoped_release release;
+    compute();
+  }
+
+ private:
+  int device_;
+  std::vector<py::object>& results_;
+  py::object empty_;
+  std::vector<py::object> keep_;
+};
+
 }  // namespace
 
 py::object OpHandle::call_cuda(const py::args& args, const py::kwargs& kwargs) const {
@@ -31,8 +68,8 @@ py::object OpHandle::call_cuda(const py::args& args, const py::kwargs& kwargs) c
   py::list inputs = prepared[0];
   int device = prepared[1].cast<int>();
   void* stream = reinterpret_cast<void*>(prepared[2].cast<uintptr_t>());
-  std::vector<bool> wanted(size_t(def_->num_outputs), true);
-  std::vector<py::object> results = invoke_cuda(cuda_views(inputs, device), wanted, attrs, device, stream);
+  std::vector<Need> need(size_t(def_->num_outputs), Need::IfMade);
+  std::vector<py::object> results = invoke_cuda(cuda_views(inputs, device), need, attrs.view(), device, stream);
   if (results.size() == 1) return results[0];
   py::tuple tup(results.size());
   for (size_t i = 0; i < results.size(); ++i) tup[i] = results[i];
@@ -41,50 +78,24 @@ py::object OpHandle::call_cuda(const py::args& args, const py::kwargs& kwargs) c
 
 py::list OpHandle::run_cuda(const py::list& inputs, const std::vector<bool>& wanted, const AttrPack& attrs,
                             int device, uintptr_t stream) const {
+  std::vector<Need> need(wanted.size());
+  for (size_t k = 0; k < wanted.size(); ++k) need[k] = wanted[k] ? Need::Required : Need::None;
   py::list out;
-  for (auto& r : invoke_cuda(cuda_views(inputs, device), wanted, attrs, device, reinterpret_cast<void*>(stream)))
+  for (auto& r : invoke_cuda(cuda_views(inputs, device), need, attrs.view(), device, reinterpret_cast<void*>(stream)))
     out.append(r);
   return out;
 }
 
-std::vector<py::object> OpHandle::invoke_cuda(const std::vector<opf_tensor>& ins, const std::vector<bool>& wanted,
-                                              const AttrPack& attrs, int device, void* stream) const {
-  const int32_t nout = int32_t(wanted.size());
-  std::vector<opf_tensor> outs(wanted.size());
-  std::vector<py::object> results(wanted.size(), py::none()), unwanted;
-  py::object empty = device_arrays().attr("empty"), scratch;
-  int64_t ws = 0;
+std::vector<py::object> OpHandle::invoke_cuda(const std::vector<opf_tensor>& ins, const std::vector<Need>& need,
+                                              const AttrView& attrs, int device, void* stream) const {
+  std::vector<opf_tensor> outs(need.size());
+  std::vector<py::object> results(need.size(), py::none());
+  CupyHost host(device, results);
   try {
-    opforge_core::infer(def_, ins.data(), int32_t(ins.size()), attrs, outs.data(), nout);
-    for (int32_t k = 0; k < nout; ++k) {
-      opf_tensor& t = outs[size_t(k)];
-      if (t.dtype == OPF_UNDEFINED || (!wanted[size_t(k)] && output_is_optional(def_, k))) {
-        t.data = nullptr;
-        continue;
-      }
-      py::tuple shape(t.ndim);
-      for (int d = 0; d < t.ndim; ++d) shape[size_t(d)] = t.shape[d];
-      py::object a = empty(shape, dtype_name(t.dtype), device);
-      t = cuda_view_of(a, device);
-      if (wanted[size_t(k)]) {
-        results[size_t(k)] = a;
-      } else {
-        unwanted.push_back(a);  // a required output nobody reads, alive until compute ends
-      }
-    }
-    ws = opforge_core::workspace_bytes(def_, ins.data(), int32_t(ins.size()), attrs);
-  } catch (const CallError& e) {
-    raise_call_error(e);
-  }
-  void* ws_ptr = nullptr;
-  if (ws > 0) {
-    scratch = empty(py::make_tuple(ws), "uint8", device);
-    ws_ptr = cuda_view_of(scratch, device).data;
-  }
-  try {
-    py::gil_scoped_release release;
-    opforge_core::compute(def_, ins.data(), int32_t(ins.size()), attrs, outs.data(), nout, ws_ptr, ws, nullptr,
-                          stream);
+    CallOptions options;
+    options.stream = stream;
+    call_op(def_, ins.data(), int32_t(ins.size()), attrs, outs.data(), int32_t(outs.size()), need.data(), host,
+            options);
   } catch (const CallError& e) {
     raise_call_error(e);
   }

@@ -26,16 +26,6 @@ void* aligned_bytes(int64_t n) {
   return p;
 }
 
-void set_contiguous(opf_tensor& t) {
-  int64_t stride = 1;
-  for (int d = t.ndim - 1; d >= 0; --d) {
-    t.strides[d] = stride;
-    stride *= t.shape[d] > 0 ? t.shape[d] : 1;
-  }
-  t.device_type = OPF_CPU;
-  t.device_id = 0;
-}
-
 /// Seconds on the steady clock, which is CLOCK_MONOTONIC as Python's time.perf_counter on Linux.
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -172,12 +162,14 @@ void Plan::add_native(const std::string& label, std::shared_ptr<OpHandle> op, py
   s.label = label;
   s.op = std::move(op);
   s.attrs = attrs.cast<const AttrPack*>();
+  s.attrs_view = s.attrs->view();
   s.attrs_owner = std::move(attrs);
   s.inputs = std::move(inputs);
   s.outputs = std::move(outputs);
   s.release = std::move(release);
   s.workspace_offset = workspace_offset;
   s.workspace_bytes = workspace_bytes;
+  for (int slot : s.outputs) s.need.push_back(slot >= 0 ? Need::Required : Need::None);
   steps_.push_back(std::move(s));
 }
 
@@ -232,8 +224,33 @@ void Plan::place_output(Run& r, int slot, opf_tensor& meta) {
   copy_view(out.t, meta);
 }
 
+/// A compiled plan's memory for one step: outputs at their planned arena offsets (or memory of
+/// their own where a data-dependent size outgrows the plan), unread required outputs and the
+/// workspace as scratch freed after the step (the workspace at its planned offset when it fits).
+/// The loop already runs without the GIL, so compute is entered as it is.
+struct Plan::ArenaHost {
+  Plan& plan;
+  Run& r;
+  const PlanStep& s;
+
+  void place_output(int32_t k, opf_tensor& t, bool read) {
+    if (read) return plan.place_output(r, s.outputs[size_t(k)], t);
+    set_contiguous(t);
+    t.data = r.scratch_bytes(nbytes(t));
+  }
+
+  void* workspace(int64_t bytes) {
+    if (s.workspace_offset >= 0 && bytes <= s.workspace_bytes) return r.arena + s.workspace_offset;
+    return r.scratch_bytes(bytes);
+  }
+
+  template <class F>
+  void enter_compute(F&& compute) {
+    compute();
+  }
+};
+
 void Plan::run_native(Run& r, const PlanStep& s) {
-  const opf_op_def* def = s.op->def();
   std::vector<opf_tensor>& ins = r.ins;
   ins.resize(s.inputs.size());
   for (size_t i = 0; i < s.inputs.size(); ++i) {
@@ -248,32 +265,12 @@ void Plan::run_native(Run& r, const PlanStep& s) {
   }
   std::vector<opf_tensor>& outs = r.outs;
   outs.resize(s.outputs.size());
-  const int32_t nin = int32_t(ins.size()), nout = int32_t(outs.size());
-  infer(def, ins.data(), nin, *s.attrs, outs.data(), nout);
-  for (int32_t k = 0; k < nout; ++k) {
-    opf_tensor& t = outs[size_t(k)];
-    if (t.dtype == OPF_UNDEFINED && s.outputs[size_t(k)] >= 0) {
-      throw StepError{s.label + ": the node names output #" + std::to_string(k) + ", which " + def->name +
-                      " did not produce for these inputs"};
-    } else if (t.dtype == OPF_UNDEFINED) {
-      t.data = nullptr;
-    } else if (s.outputs[size_t(k)] >= 0) {
-      place_output(r, s.outputs[size_t(k)], t);
-    } else if (!output_is_optional(def, k)) {  // kernels write required outputs regardless
-      set_contiguous(t);
-      t.data = r.scratch_bytes(nbytes(t));
-    } else {
-      t.data = nullptr;
-    }
-  }
-  void* ws = nullptr;
-  int64_t ws_bytes = workspace_bytes(def, ins.data(), nin, *s.attrs);
-  if (ws_bytes > 0 && s.workspace_offset >= 0 && ws_bytes <= s.workspace_bytes) {
-    ws = r.arena + s.workspace_offset;
-  } else if (ws_bytes > 0) {
-    ws = r.scratch_bytes(ws_bytes);
-  }
-  compute(def, ins.data(), nin, *s.attrs, outs.data(), nout, ws, ws_bytes, pool_);
+  ArenaHost host{*this, r, s};
+  CallOptions options;
+  options.pool = pool_;
+  options.checked = true;   // the run that recorded this plan checked these inputs' dtypes and counts
+  call_op(s.op->def(), ins.data(), int32_t(ins.size()), s.attrs_view, outs.data(), int32_t(outs.size()),
+          s.need.data(), host, options);
   r.free_scratch();
 }
 

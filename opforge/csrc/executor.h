@@ -25,6 +25,8 @@ struct PlanStep {
   std::shared_ptr<OpHandle> op;         // null for a Python step
   py::object attrs_owner;               // keeps the AttrPack alive
   const AttrPack* attrs = nullptr;
+  AttrView attrs_view;                  // what the call reads of `attrs`
+  std::vector<Need> need;               // per output: read by the plan (a slot) or not
   py::object fn;                        // Python step: fn(list of inputs) -> list of outputs
   std::vector<int> inputs, outputs;     // slot indices, -1 for absent
   std::vector<int> release;             // slots dead after this step
@@ -95,6 +97,7 @@ class Plan {
   struct Slot;
   struct Run;
   struct RunBuffers;
+  struct ArenaHost;
   struct SlotInfo {
     SlotKind kind = SlotKind::Dynamic;
     int64_t offset = -1, planned_bytes = 0;

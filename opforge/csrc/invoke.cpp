@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "opforge/dtype.h"
-#include "tensors.h"
+#include "views.h"
 
 namespace opforge_core {
 
@@ -143,22 +143,41 @@ void check_call(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inp
                     plural(def->num_outputs, "output"));
 }
 
-void infer(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs, const AttrPack& attrs,
-           opf_tensor* outputs, int32_t num_outputs, Sizes sizes) {
-  check_call(def, inputs, num_inputs, num_outputs, sizes);
+void set_contiguous(opf_tensor& t) {
+  int64_t stride = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    t.strides[d] = stride;
+    stride *= t.shape[d] > 0 ? t.shape[d] : 1;
+  }
+  t.device_type = OPF_CPU;
+  t.device_id = 0;
+}
+
+CallError not_made(const opf_op_def* def, int32_t k) {
+  const opf_param* p = param_at(def->outputs, def->num_outputs, k);
+  return CallError(std::string(def->name) + ": the caller reads output '" + (p ? p->name : "?") + "' (#" +
+                       std::to_string(k) + "), which infer did not make for these inputs",
+                   false);
+}
+
+void infer(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs, const AttrView& attrs,
+           opf_tensor* outputs, int32_t num_outputs, Sizes sizes, bool checked) {
+  if (!checked) check_call(def, inputs, num_inputs, num_outputs, sizes);
   for (int32_t k = 0; k < num_outputs; ++k) clear_view(outputs[k]);
-  opf_infer_ctx ic{def, inputs, num_inputs, attrs.data(), attrs.size(), outputs, num_outputs};
+  opf_infer_ctx ic{def, inputs, num_inputs, attrs.data, attrs.size, outputs, num_outputs};
   opf_error err;
+  err.code = OPF_ERR_FAILED;
   err.message[0] = '\0';
-  if (def->infer(&ic, &err) != 0) throw CallError(err.message, false);
+  if (def->infer(&ic, &err) != 0) throw CallError(err.message, false, false, err.code == OPF_ERR_NEEDS_VALUE);
   for (int32_t k = 0; k < num_outputs; ++k) check_output(def, k, outputs[k], sizes);
 }
 
 int64_t workspace_bytes(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs,
-                        const AttrPack& attrs) {
+                        const AttrView& attrs) {
   if (def->workspace == nullptr) return 0;
-  opf_infer_ctx ic{def, inputs, num_inputs, attrs.data(), attrs.size(), nullptr, 0};
+  opf_infer_ctx ic{def, inputs, num_inputs, attrs.data, attrs.size, nullptr, 0};
   opf_error err;
+  err.code = OPF_ERR_FAILED;
   err.message[0] = '\0';
   int64_t bytes = 0;
   if (def->workspace(&ic, &bytes, &err) != 0) throw CallError(err.message, false);
@@ -166,13 +185,14 @@ int64_t workspace_bytes(const opf_op_def* def, const opf_tensor* inputs, int32_t
   return bytes;
 }
 
-void compute(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs, const AttrPack& attrs,
+void compute(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs, const AttrView& attrs,
              const opf_tensor* outputs, int32_t num_outputs, void* workspace, int64_t workspace_bytes,
              ThreadPool* pool, void* stream) {
-  opf_compute_ctx cc{def, inputs, num_inputs, attrs.data(), attrs.size(), outputs, num_outputs, workspace,
+  opf_compute_ctx cc{def, inputs, num_inputs, attrs.data, attrs.size, outputs, num_outputs, workspace,
                      workspace_bytes, stream, pool, pool ? &ThreadPool::entry : nullptr,
-                     pool ? pool->num_threads() : 1, attrs.state_slot()};
+                     pool ? pool->num_threads() : 1, attrs.state};
   opf_error err;
+  err.code = OPF_ERR_FAILED;
   err.message[0] = '\0';
   if (def->compute(&cc, &err) != 0) throw CallError(err.message, false);
 }

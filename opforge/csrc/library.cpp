@@ -66,6 +66,10 @@ py::list params(const opf_param* ps, int32_t n) {
     d["optional"] = bool(ps[i].flags & OPF_PARAM_OPTIONAL);
     d["variadic"] = bool(ps[i].flags & OPF_PARAM_VARIADIC);
     d["doc"] = ps[i].doc;
+    py::dict since;   // dtype -> the first opset it is allowed in, for those added after since_version
+    for (int32_t k = 0; ps[i].dtype_since && k < ps[i].num_dtypes; ++k)
+      if (ps[i].dtype_since[k] > 0) since[py::str(dtype_name(ps[i].dtypes[k]))] = ps[i].dtype_since[k];
+    d["dtype_since"] = since;
     out.append(d);
   }
   return out;
@@ -78,6 +82,8 @@ py::dict OpHandle::schema() const {
   d["name"] = def_->name;
   d["domain"] = def_->domain;
   d["since_version"] = def_->since_version;
+  d["until_version"] = def_->until_version;
+  d["source"] = def_->source ? def_->source : "";
   d["backend"] = def_->backend == OPF_BACKEND_CUDA ? "CUDA" : "CPU";
   d["doc"] = def_->doc;
   d["inputs"] = params(def_->inputs, def_->num_inputs);
@@ -92,6 +98,8 @@ py::dict OpHandle::schema() const {
     ad["has_default"] = a.default_value.type != OPF_ATTR_UNDEFINED;
     ad["default"] = attr_value(a.default_value);
     ad["doc"] = a.doc;
+    ad["since_version"] = a.since_version;
+    ad["until_version"] = a.until_version;
     attrs.append(ad);
   }
   d["attributes"] = attrs;
@@ -130,76 +138,104 @@ std::vector<opf_tensor> OpHandle::eager_inputs(const py::args& args, std::vector
   return ins;
 }
 
-py::array OpHandle::given_output(const py::list& given, int32_t k, const opf_tensor& inferred) const {
-  py::array a = given[size_t(k)].cast<py::array>();
-  opf_tensor v = view_of(a);
-  bool same = v.dtype == inferred.dtype && v.ndim == inferred.ndim;
-  for (int32_t d = 0; same && d < v.ndim; ++d) same = v.shape[d] == inferred.shape[d];
-  if (!same || !(a.flags() & py::array::c_style) || !a.writeable())
-    throw CallError(std::string(def_->name) + "(): output #" + std::to_string(k) + " given as a " +
-                        dtype_name(v.dtype) + shape_text(v) + " array; infer says " +
-                        dtype_name(inferred.dtype) + shape_text(inferred) + ", C-contiguous and writable",
-                    true);
-  return a;
-}
-
 py::object OpHandle::call(const py::args& args, const py::kwargs& kwargs) const {
   if (is_cuda()) return call_cuda(args, kwargs);
   AttrPack attrs(def_, kwargs);
   std::vector<py::array> keep;
   std::vector<opf_tensor> ins = eager_inputs(args, keep);
-  std::vector<bool> wanted(size_t(def_->num_outputs), true);
-  std::vector<py::object> results = invoke(ins, wanted, attrs, default_pool(0));
+  std::vector<Need> need(size_t(def_->num_outputs), Need::IfMade);
+  std::vector<py::object> results = invoke(ins, need, attrs.view(), default_pool(0));
   if (results.size() == 1) return results[0];
   py::tuple tup(results.size());
   for (size_t i = 0; i < results.size(); ++i) tup[i] = results[i];
   return tup;
 }
 
-std::vector<py::object> OpHandle::invoke(const std::vector<opf_tensor>& ins, const std::vector<bool>& wanted,
-                                         const AttrPack& attrs, ThreadPool* pool, const py::list* given) const {
-  const int32_t nout = int32_t(wanted.size());
-  std::vector<opf_tensor> outs(wanted.size());
-  std::vector<py::object> results(wanted.size(), py::none());
-  std::vector<py::array> unwanted;  // required outputs nobody reads, alive until compute ends
-  int64_t ws = 0;
-  try {
-    opforge_core::infer(def_, ins.data(), int32_t(ins.size()), attrs, outs.data(), nout);
-    for (int32_t k = 0; k < nout; ++k) {
-      opf_tensor& t = outs[size_t(k)];
-      // an output the node does not ask for still gets memory unless the op declares it
-      // optional: kernels write their required outputs unconditionally
-      if (t.dtype == OPF_UNDEFINED || (!wanted[size_t(k)] && output_is_optional(def_, k))) {
-        t.data = nullptr;
-        continue;
-      }
-      std::vector<py::ssize_t> shape(t.shape, t.shape + t.ndim);
-      py::array a = given && !(*given)[size_t(k)].is_none() ? given_output(*given, k, t)
-                                                            : py::array(numpy_dtype(t.dtype), shape);
-      t = view_of(a);
-      if (wanted[size_t(k)]) {
-        results[size_t(k)] = a;
-      } else {
-        unwanted.push_back(a);
-      }
+namespace {
+
+/// Eager calls and the Python executor: outputs are new numpy arrays (or arrays the caller
+/// gave, for run_into), the workspace a buffer of the call, and compute runs without the GIL.
+class NumpyHost {
+ public:
+  NumpyHost(const opf_op_def* def, std::vector<py::object>& results, const py::list* given)
+      : def_(def), results_(results), given_(given) {}
+
+  void place_output(int32_t k, opf_tensor& t, bool read) {
+    py::array a = given_ && !(*given_)[size_t(k)].is_none() ? given_output(k, t) : new_array(t);
+    t = view_of(a);
+    if (read) {
+      results_[size_t(k)] = a;
+    } else {
+      unread_.push_back(a);  // a required output nobody reads, alive until compute ends
     }
-    ws = opforge_core::workspace_bytes(def_, ins.data(), int32_t(ins.size()), attrs);
-  } catch (const CallError& e) {
-    raise_call_error(e);
   }
-  std::vector<unsigned char> scratch;
-  try {
-    if (ws > PTRDIFF_MAX - 64) throw std::bad_alloc();
-    scratch.resize(size_t(ws) + 64);
-  } catch (const std::bad_alloc&) {
-    raise_call_error(CallError(std::string(def_->name) + ": cannot allocate " + std::to_string(ws) +
-                                   " bytes of workspace", false, true));
+
+  void* workspace(int64_t bytes) {
+    if (bytes > PTRDIFF_MAX - 64)
+      throw CallError(std::string(def_->name) + ": cannot allocate " + std::to_string(bytes) + " bytes of workspace",
+                      false, true);
+    try {
+      scratch_.resize(size_t(bytes) + 64);
+    } catch (const std::bad_alloc&) {
+      throw CallError(std::string(def_->name) + ": cannot allocate " + std::to_string(bytes) + " bytes of workspace",
+                      false, true);
+    }
+    return scratch_.data() + (64 - reinterpret_cast<uintptr_t>(scratch_.data()) % 64) % 64;
   }
-  void* ws_ptr = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
-  try {
+
+  template <class F>
+  void enter_compute(F&& compute) {
     py::gil_scoped_release release;
-    opforge_core::compute(def_, ins.data(), int32_t(ins.size()), attrs, outs.data(), nout,
-                          ws > 0 ? ws_ptr : nullptr, ws, pool);
+    compute();
+  }
+
+ private:
+  py::array new_array(const opf_tensor& t) {
+    std::vector<py::ssize_t> shape(t.shape, t.shape + t.ndim);
+    try {
+      return py::array(numpy_dtype(t.dtype), shape);
+    } catch (py::error_already_set& e) {
+      if (!e.matches(PyExc_MemoryError) && !e.matches(PyExc_ValueError)) throw;
+      throw CallError(std::string(def_->name) + ": an output of shape " + shape_text(t) + " and dtype " +
+                          dtype_name(t.dtype) + " does not fit in memory",
+                      false, true);
+    }
+  }
+
+  py::array given_output(int32_t k, const opf_tensor& inferred) {
+    py::array a = (*given_)[size_t(k)].cast<py::array>();
+    opf_tensor v = view_of(a);
+    bool same = v.dtype == inferred.dtype && v.ndim == inferred.ndim;
+    for (int32_t d = 0; same && d < v.ndim; ++d) same = v.shape[d] == inferred.shape[d];
+    if (!same || !(a.flags() & py::array::c_style) || !a.writeable())
+      throw CallError(std::string(def_->name) + "(): output #" + std::to_string(k) + " given as a " +
+                          dtype_name(v.dtype) + shape_text(v) + " array; infer says " + dtype_name(inferred.dtype) +
+                          shape_text(inferred) + ", C-contiguous and writable",
+                      true);
+    return a;
+  }
+
+  const opf_op_def* def_;
+  std::vector<py::object>& results_;
+  const py::list* given_;
+  std::vector<py::array> unread_;
+  std::vector<unsigned char> scratch_;
+};
+
+}  // namespace
+
+std::vector<py::object> OpHandle::invoke(const std::vector<opf_tensor>& ins, const std::vector<Need>& need,
+                                         const AttrView& attrs, ThreadPool* pool, const py::list* given,
+                                         int64_t* workspace) const {
+  std::vector<opf_tensor> outs(need.size());
+  std::vector<py::object> results(need.size(), py::none());
+  NumpyHost host(def_, results, given);
+  try {
+    CallOptions options;
+    options.pool = pool;
+    const int64_t ws = call_op(def_, ins.data(), int32_t(ins.size()), attrs, outs.data(), int32_t(outs.size()),
+                               need.data(), host, options);
+    if (workspace) *workspace = ws;
   } catch (const CallError& e) {
     raise_call_error(e);
   }
@@ -232,7 +268,7 @@ py::list OpHandle::infer(const py::list& metas, const AttrPack& attrs, int num_o
   std::vector<opf_tensor> ins = metas_to_views(metas, keep);
   std::vector<opf_tensor> outs(size_t(num_outputs > 0 ? num_outputs : 0));
   try {
-    opforge_core::infer(def_, ins.data(), int32_t(ins.size()), attrs, outs.data(), int32_t(outs.size()),
+    opforge_core::infer(def_, ins.data(), int32_t(ins.size()), attrs.view(), outs.data(), int32_t(outs.size()),
                         sizes_known ? Sizes::Known : Sizes::MaybeUnknown);
   } catch (const CallError& e) {
     raise_call_error(e);
@@ -250,11 +286,24 @@ py::list OpHandle::infer(const py::list& metas, const AttrPack& attrs, int num_o
   return result;
 }
 
+py::object OpHandle::refusal(const py::list& metas, const AttrPack& attrs, int num_outputs) const {
+  std::vector<py::array> keep;
+  std::vector<opf_tensor> ins = metas_to_views(metas, keep);
+  std::vector<opf_tensor> outs(size_t(num_outputs > 0 ? num_outputs : 0));
+  try {
+    opforge_core::infer(def_, ins.data(), int32_t(ins.size()), attrs.view(), outs.data(), int32_t(outs.size()),
+                        Sizes::MaybeUnknown);
+  } catch (const CallError& e) {
+    if (!e.needs_value) return py::str(e.what());
+  }
+  return py::none();
+}
+
 int64_t OpHandle::workspace_size(const py::list& metas, const AttrPack& attrs) const {
   std::vector<py::array> keep;
   std::vector<opf_tensor> ins = metas_to_views(metas, keep);
   try {
-    return opforge_core::workspace_bytes(def_, ins.data(), int32_t(ins.size()), attrs);
+    return opforge_core::workspace_bytes(def_, ins.data(), int32_t(ins.size()), attrs.view());
   } catch (const CallError& e) {
     raise_call_error(e);
   }
@@ -265,34 +314,42 @@ std::vector<opf_tensor> OpHandle::runtime_inputs(const py::list& inputs, std::ve
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::memset(&ins[i], 0, sizeof(opf_tensor));
     if (inputs[i].is_none()) continue;
+    if (!py::isinstance<py::array>(inputs[i]) && !py::hasattr(inputs[i], "__dlpack__"))
+      raise_call_error(CallError(std::string(def_->name) + "(): input #" + std::to_string(i) + " is a " +
+                                     std::string(py::str(py::type::of(inputs[i]).attr("__name__"))) +
+                                     ", not a tensor",
+                                 true));
     py::array a = as_array(inputs[i]);
     if (!(a.flags() & py::array::c_style)) a = py::module_::import("numpy").attr("ascontiguousarray")(a);
     keep.push_back(a);
     ins[i] = view_of(a);
+    if (ins[i].dtype == OPF_UNDEFINED)
+      raise_call_error(CallError(std::string(def_->name) + "(): input #" + std::to_string(i) + " has dtype " +
+                                     std::string(py::str(a.dtype())) + ", which ops cannot take",
+                                 true));
   }
   return ins;
 }
 
-py::list OpHandle::run(const py::list& inputs, const std::vector<bool>& wanted, const AttrPack& attrs,
-                       ThreadPool* pool) const {
+py::tuple OpHandle::run(const py::list& inputs, const std::vector<bool>& wanted, const AttrPack& attrs,
+                        ThreadPool* pool) const {
   std::vector<py::array> keep;
   std::vector<opf_tensor> ins = runtime_inputs(inputs, keep);
+  std::vector<Need> need(wanted.size());
+  for (size_t k = 0; k < wanted.size(); ++k) need[k] = wanted[k] ? Need::Required : Need::None;
+  int64_t workspace = 0;
   py::list out;
-  for (auto& r : invoke(ins, wanted, attrs, pool)) out.append(r);
-  return out;
+  for (auto& r : invoke(ins, need, attrs.view(), pool, nullptr, &workspace)) out.append(r);
+  return py::make_tuple(out, workspace);
 }
 
 void OpHandle::run_into(const py::list& inputs, const py::list& outputs, const AttrPack& attrs,
                         ThreadPool* pool) const {
   std::vector<py::array> keep;
   std::vector<opf_tensor> ins = runtime_inputs(inputs, keep);
-  std::vector<bool> wanted(outputs.size());
-  for (size_t k = 0; k < outputs.size(); ++k) wanted[k] = !outputs[k].is_none();
-  try {
-    invoke(ins, wanted, attrs, pool, &outputs);
-  } catch (const CallError& e) {
-    raise_call_error(e);
-  }
+  std::vector<Need> need(outputs.size());
+  for (size_t k = 0; k < outputs.size(); ++k) need[k] = outputs[k].is_none() ? Need::None : Need::Required;
+  invoke(ins, need, attrs.view(), pool, &outputs);
 }
 
 }  // namespace opforge_core

@@ -39,9 +39,10 @@ class OpHandle {
   py::list run_cuda(const py::list& inputs, const std::vector<bool>& wanted, const AttrPack& attrs,
                     int device, uintptr_t stream) const;
 
-  /// Runtime call: arrays (or None) in; one array per output, None where `wanted` is false.
-  py::list run(const py::list& inputs, const std::vector<bool>& wanted, const AttrPack& attrs,
-               ThreadPool* pool) const;
+  /// Runtime call: arrays (or None) in; (one array per output, None where `wanted` is false,
+  /// and the workspace bytes the call took). An output `wanted` that infer does not make fails.
+  py::tuple run(const py::list& inputs, const std::vector<bool>& wanted, const AttrPack& attrs,
+                ThreadPool* pool) const;
 
   /// Runtime call into given arrays: `outputs` holds one C-contiguous array per output (None for
   /// an output not wanted), of the dtype and shape infer gives; an output may alias an input
@@ -53,19 +54,25 @@ class OpHandle {
   /// `sizes_known` false, sizes may be -1 (unknown), as in graph shape inference.
   py::list infer(const py::list& metas, const AttrPack& attrs, int num_outputs, bool sizes_known) const;
 
+  /// Why the op refuses a node whose inputs have these metas (as infer() takes them, sizes may
+  /// be unknown) with these attributes: infer's message; None when it takes it, or cannot tell
+  /// without an input's value. How a session decides at creation which kernel runs a node.
+  py::object refusal(const py::list& metas, const AttrPack& attrs, int num_outputs) const;
+
   /// Scratch bytes compute asks for with inputs of these metas (0 without a workspace function).
   int64_t workspace_size(const py::list& metas, const AttrPack& attrs) const;
 
   private:
   std::vector<opf_tensor> eager_inputs(const py::args& args, std::vector<py::array>& keep) const;
-  /// The one call path: checked infer, outputs allocated, workspace, compute without the GIL.
-  std::vector<py::object> invoke(const std::vector<opf_tensor>& ins, const std::vector<bool>& wanted,
-                                 const AttrPack& attrs, ThreadPool* pool, const py::list* given = nullptr) const;
-  py::array given_output(const py::list& given, int32_t k, const opf_tensor& inferred) const;
+  /// call_op (invoke.h) on numpy: outputs new arrays (or `given` ones), the GIL released for
+  /// compute; `workspace`, if given, gets the bytes the call took.
+  std::vector<py::object> invoke(const std::vector<opf_tensor>& ins, const std::vector<Need>& need,
+                                 const AttrView& attrs, ThreadPool* pool, const py::list* given = nullptr,
+                                 int64_t* workspace = nullptr) const;
   py::object call_cuda(const py::args& args, const py::kwargs& kwargs) const;
-  /// invoke() for CUDA ops: outputs and workspace allocated with cupy on `device`.
-  std::vector<py::object> invoke_cuda(const std::vector<opf_tensor>& ins, const std::vector<bool>& wanted,
-                                      const AttrPack& attrs, int device, void* stream) const;
+  /// call_op (invoke.h) on cupy: outputs and workspace allocated with cupy on `device`.
+  std::vector<py::object> invoke_cuda(const std::vector<opf_tensor>& ins, const std::vector<Need>& need,
+                                      const AttrView& attrs, int device, void* stream) const;
   std::vector<opf_tensor> runtime_inputs(const py::list& inputs, std::vector<py::array>& keep) const;
 
   const opf_op_def* def_;

@@ -48,6 +48,8 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("name", [](const OpHandle& h) { return h.def()->name; })
       .def_property_readonly("domain", [](const OpHandle& h) { return h.def()->domain; })
       .def_property_readonly("since_version", [](const OpHandle& h) { return h.def()->since_version; })
+      .def_property_readonly("until_version", [](const OpHandle& h) { return h.def()->until_version; })
+      .def_property_readonly("source", [](const OpHandle& h) { return std::string(h.def()->source ? h.def()->source : ""); })
       .def("__repr__", [](const OpHandle& h) {   // what a list of handles (op_table) shows
         const opf_op_def* d = h.def();
         return "<opforge op " + std::string(*d->domain ? d->domain : "ai.onnx") + "::" + d->name +
@@ -57,16 +59,21 @@ PYBIND11_MODULE(_core, m) {
       .def("schema", &OpHandle::schema)
       .def_property_readonly("is_cuda", &OpHandle::is_cuda)
       .def("__call__", &OpHandle::call)
-      .def("attrs", [](const OpHandle& h, const py::dict& given) { return new AttrPack(h.def(), given); },
-           py::arg("given"), "Converts attribute values (name -> value) for this op; raises TypeError.")
+      .def("attrs", [](const OpHandle& h, const py::dict& given, int opset) { return new AttrPack(h.def(), given, opset); },
+           py::arg("given"), py::arg("opset") = 0,
+           "Converts attribute values (name -> value) for this op, for a node of `opset` (0: any "
+           "version); raises TypeError.")
       .def("infer", &OpHandle::infer, py::arg("metas"), py::arg("attrs"), py::arg("num_outputs"),
            py::arg("sizes_known") = false)
+      .def("refusal", &OpHandle::refusal, py::arg("metas"), py::arg("attrs"), py::arg("num_outputs"),
+           "Why the op refuses a node with inputs of these metas (infer's message), or None.")
       .def("workspace_size", &OpHandle::workspace_size, py::arg("metas"), py::arg("attrs"),
            "Scratch bytes the op asks for with inputs of these (dtype, shape) metas.")
       .def("invoke", &OpHandle::run, py::arg("inputs"), py::arg("wanted"), py::arg("attrs"),
            py::arg("pool") = nullptr,
-           "Runs the op on arrays (None for absent inputs); returns one array per output, None "
-           "where `wanted` is false.")
+           "Runs the op on arrays (None for absent inputs) through the one call sequence; returns "
+           "(one array per output, None where `wanted` is false; the workspace bytes it took). An "
+           "output `wanted` that infer does not make raises OpError.")
       .def("invoke_cuda", &OpHandle::run_cuda, py::arg("inputs"), py::arg("wanted"), py::arg("attrs"),
            py::arg("device"), py::arg("stream"),
            "Runs a CUDA op on GPU arrays (or None) on `device`, launched on `stream` (a cudaStream_t as "

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "opforge/abi.h"
+#include "views.h"
 
 namespace opforge_core {
 
@@ -28,30 +29,6 @@ opf_tensor view_of(const py::array& a);
 /// view_of(a) written into `t`, whose dims past a's rank are left as they were (no reader
 /// looks past ndim): the executor's per-step views, without clearing 280 bytes each time.
 void view_into(const py::array& a, opf_tensor& t);
-
-/// dst = src up to src's rank (the dims past it are left as they were). A whole opf_tensor is
-/// 280 bytes, which GCC copies with `rep movs`: those copies and clears took a tenth of a small
-/// loop body's run on Zen 4.
-inline void copy_view(opf_tensor& dst, const opf_tensor& src) {
-  dst.data = src.data;
-  dst.dtype = src.dtype;
-  dst.ndim = src.ndim;
-  dst.device_type = src.device_type;
-  dst.device_id = src.device_id;
-  for (int32_t d = 0; d < src.ndim; ++d) {
-    dst.shape[d] = src.shape[d];
-    dst.strides[d] = src.strides[d];
-  }
-}
-
-/// An empty view (no data, undefined dtype, rank 0), as a zeroed opf_tensor reads.
-inline void clear_view(opf_tensor& t) {
-  t.data = nullptr;
-  t.dtype = OPF_UNDEFINED;
-  t.ndim = 0;
-  t.device_type = 0;
-  t.device_id = 0;
-}
 
 /// A view of a GPU array on `device`, read from its __cuda_array_interface__ (cupy, torch,
 /// numba...); the array must outlive the view.

@@ -119,15 +119,14 @@ class InferenceSession(SessionExtras):
         """Layers over the default registry: built-in native CPU kernels, then custom ops (which
         override built-ins of the same domain and op type)."""
         builtin = KernelRegistry(parent=default_registry)
-        fallback = REFERENCE in self._providers
         if CPU in self._providers and native.kernel_sources():
-            register_library(builtin, native.cpu_kernels(), CPU, self._pool, fallback)
+            register_library(builtin, native.cpu_kernels(), CPU, self._pool)
         if self.device is not None:
             from opforge.runtime.providers import cuda
 
             cuda.register(builtin, self.device)
         session = KernelRegistry(parent=builtin)
-        custom.register(session, self._custom, self._pool, fallback, self.device)
+        custom.register(session, self._custom, self._pool, self.device)
         return session
 
     def _plan_body(self, executor: Executor) -> PlannedExecutor:
@@ -331,14 +330,6 @@ class InferenceSession(SessionExtras):
         """``(node name, op type, provider)`` for every node the session runs, in order."""
         return [(node.name, node.op_type, provider)
                 for node, provider in self._executor.providers_by_node()]
-
-    def reference_calls(self) -> dict[str, int]:
-        """{node label: calls} of the calls so far that a node's native kernel handed to the
-        reference provider at run time (a mode or dtype it refused); empty when every call of
-        every run was native. node_providers() says where nodes were bound, this says where
-        their calls went."""
-        return {step.node.label: step.kernel.reference_calls for step in self._executor.steps
-                if getattr(step.kernel, "reference_calls", 0)}
 
     def _report_fallback(self) -> None:
         fallback = [n.label for n, p in self._executor.providers_by_node() if p == REFERENCE]

@@ -87,3 +87,42 @@ def test_levels_choose_passes():
     stats = run_passes(graph, GraphOptimizationLevel.ORT_ENABLE_BASIC, context)
     assert list(stats) == ["upcast_float16"] + [p.__name__ for p in basic]   # required first
     assert stats["fold_constants"] == 3 and stats["remove_dead_nodes"] == 0
+
+
+def paddle_style_classifier():
+    """What PaddleOCR's exported classifiers do: the input declared with dim_value -1 (Paddle
+    writes -1 for "any size"), its Shape read and cut with Slice/Gather, the pieces concatenated
+    with constants into a Reshape's target, and a Expand to a shape built the same way."""
+    from onnx import numpy_helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [-1, 3, 4, -1])
+    consts = {"i0": np.array([0], np.int64), "i1": np.array([1], np.int64), "minus1": np.array([-1], np.int64),
+              "twelve": np.array([12], np.int64), "starts": np.array([3], np.int64), "ends": np.array([4], np.int64)}
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "i0"], ["batch"], axis=0),
+             helper.make_node("Slice", ["shape", "starts", "ends"], ["width"]),
+             helper.make_node("Concat", ["batch", "twelve", "minus1"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["flat"]),
+             helper.make_node("Concat", ["batch", "i1", "width"], ["row_shape"], axis=0),
+             helper.make_node("ReduceMean", ["flat", "i1"], ["mean"], keepdims=1),
+             helper.make_node("Expand", ["mean", "row_shape"], ["y"])]
+    graph = helper.make_graph(nodes, "paddle", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    proto.ir_version = 8
+    return proto
+
+
+def test_a_shape_of_an_input_with_unknown_dims_feeds_the_graph_unfolded_and_matches_onnxruntime():
+    import onnxruntime
+
+    from opforge.runtime import InferenceSession
+
+    proto = paddle_style_classifier()
+    sess = InferenceSession(proto)   # folding must leave the unknown dims symbolic, not raise
+    assert "Shape" in {op for _, op, _ in sess.node_providers()}
+    for shape in [(2, 3, 4, 5), (1, 3, 4, 9)]:
+        x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        want, = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+        got, = sess.run(None, {"x": x})
+        assert got.shape == want.shape and np.allclose(got, want, rtol=1e-6, atol=1e-6)

@@ -47,6 +47,8 @@ class Dispatcher:
             node.input_types = [self.types.get(name) if name else None for name in node.inputs]
         if self.types is not None and not node.output_types:
             node.output_types = [self.types.get(name) if name else None for name in node.outputs]
+        if self.types is not None and not node.input_kinds:
+            node.input_kinds = [self.types.kind(name) if name else None for name in node.inputs]
         if is_control_flow(node):
             return bind_control_flow(node, opset, self.compile)
         reasons = []

@@ -70,6 +70,9 @@ class Node:
     output_types: list = field(default_factory=list)
     """TensorType (or None) per output, filled the same way (a kernel whose inputs do not say
     its output type, DictVectorizer's map say, reads it here)."""
+    input_kinds: list = field(default_factory=list)
+    """'tensor', 'sequence', 'optional', 'map' or None (unknown) per input, filled the same way:
+    which kernel can take the node is decided from these when kernels are bound."""
 
     @property
     def label(self) -> str:

@@ -11,7 +11,8 @@ from onnx import numpy_helper
 from opforge.runtime.errors import GraphError
 from opforge.runtime.graph.domains import is_standard_domain
 from opforge.runtime.graph.graph import Graph, Node
-from opforge.runtime.graph.types import MAX_RANK, TensorType, dtype_elem, elem_dtype, is_elem_type, tensor_type
+from opforge.runtime.graph.types import (MAX_RANK, TensorType, dtype_elem, elem_dtype, is_elem_type, kind_of,
+                                         tensor_type)
 
 TypeList = Sequence[Optional[TensorType]]
 CustomInfer = Callable[[Node, TypeList], Optional[TypeList]]
@@ -27,10 +28,15 @@ class InferredTypes:
 
     values: dict[str, TensorType] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    kinds: dict[str, str] = field(default_factory=dict)   # values known not to be tensors: 'sequence' ...
 
     def get(self, name: str) -> TensorType | None:
         """The type of ``name``, or None if nobody could infer it."""
         return self.values.get(name)
+
+    def kind(self, name: str) -> str | None:
+        """'tensor', 'sequence', 'optional' or 'map' where known, else None."""
+        return "tensor" if name in self.values else self.kinds.get(name)
 
 
 def infer_types(graph: Graph, opsets: dict[str, int],
@@ -48,7 +54,7 @@ def infer_types(graph: Graph, opsets: dict[str, int],
     custom_nodes = [n for n in graph.nodes if not is_standard_domain(n.domain)]
     known: dict[str, TensorType] = {}
     for _ in range(len(custom_nodes) + 1):
-        result.values = _run_onnx_inference(graph, opsets, known, result.warnings)
+        result.values = _run_onnx_inference(graph, opsets, known, result.warnings, result.kinds)
         added = _infer_custom(custom_nodes, result.values, known, custom_infer)
         if not added:
             break
@@ -68,7 +74,7 @@ def _check_ranks(graph: Graph, values: dict[str, TensorType]) -> None:
 
 
 def _run_onnx_inference(graph: Graph, opsets: dict[str, int], extra: dict[str, TensorType],
-                        warnings: list[str]) -> dict[str, TensorType]:
+                        warnings: list[str], kinds: dict[str, str]) -> dict[str, TensorType]:
     model = _inference_model(graph, opsets, extra)
     try:
         model = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False,
@@ -81,6 +87,8 @@ def _run_onnx_inference(graph: Graph, opsets: dict[str, int], extra: dict[str, T
         value = tensor_type(info.type) if info.HasField("type") else None
         if value is not None:
             found[info.name] = value
+        elif info.HasField("type") and kind_of(info.type) not in (None, "tensor"):
+            kinds[info.name] = kind_of(info.type)
     for name, array in graph.initializers.items():
         found[name] = TensorType(array.dtype, array.shape)
     for name, dtype in _subgraph_dtypes(model.graph).items():

@@ -50,11 +50,12 @@ def dtype_elem(dtype: np.dtype) -> int:
 
 
 def dims_of(shape: onnx.TensorShapeProto) -> tuple[Dim, ...]:
-    """A TensorShapeProto's dims as ints, symbolic names, or None."""
+    """A TensorShapeProto's dims as ints, symbolic names, or None. A negative dim_value (some
+    exporters, PaddlePaddle's among them, write -1 for "any size") is unknown, as None."""
     dims: list[Dim] = []
     for dim in shape.dim:
         if dim.HasField("dim_value"):
-            dims.append(dim.dim_value)
+            dims.append(dim.dim_value if dim.dim_value >= 0 else None)
         else:
             dims.append(dim.dim_param or None)
     return tuple(dims)

@@ -33,7 +33,10 @@ def fold_constants(graph: Graph, context) -> int:
     quantized_reads = _qdq_group_inputs(graph)
     for node in graph.nodes:
         kept_for_qdq = node.op_type == "DequantizeLinear" and node.outputs[0] in quantized_reads
-        results = None if kept_for_qdq else _fold(node, constants, context)
+        try:
+            results = None if kept_for_qdq else _fold(node, constants, context)
+        except Exception:   # folding is an optimisation: a node it cannot fold runs as it is
+            results = None
         if results is None:
             kept.append(node)
             continue
@@ -80,6 +83,6 @@ def _fold(node: Node, constants: dict[str, np.ndarray], context) -> list | None:
 def _shape_stand_in(name: str, context) -> list | None:
     """A zero-cost array of ``name``'s inferred shape, if that shape is fully static."""
     known = context.types.get(name)
-    if known is None or known.shape is None or not all(isinstance(d, int) for d in known.shape):
-        return None
+    if known is None or known.shape is None or not all(isinstance(d, int) and d >= 0 for d in known.shape):
+        return None   # an unknown or symbolic dim stays so: the Shape runs at run time
     return [np.broadcast_to(np.zeros((), dtype=known.dtype), known.shape)]

@@ -10,7 +10,7 @@ from opforge.runtime.providers.python_op import DeviceBinding, PythonOp, python_
 from opforge.runtime.providers.registry import CPU, CUDA
 
 
-def register(registry, custom, pool, allow_fallback: bool = True, device=None) -> None:
+def register(registry, custom, pool, device=None) -> None:
     """Adds every custom kernel of `custom` (a runtime.custom_ops.CustomOps) to `registry` (a
     session layer: it overrides built-ins).
 
@@ -23,10 +23,11 @@ def register(registry, custom, pool, allow_fallback: bool = True, device=None) -
     handles = [h for library in custom.libraries for h in library.op_table]
     for handle in [h for h in handles if h.is_cuda]:
         registry.register(handle.domain, handle.name, handle.since_version,
-                          CUDA if device is not None else CPU, DeviceOpFactory(handle, device))
+                          CUDA if device is not None else CPU, DeviceOpFactory(handle, device),
+                          until=handle.until_version)
     for handle in [h for h in handles if not h.is_cuda]:
         registry.register(handle.domain, handle.name, handle.since_version, CPU,
-                          NativeFactory(handle, CPU, pool, allow_fallback))
+                          NativeFactory(handle, CPU, pool), until=handle.until_version)
     for op in custom.python_ops:
         registry.register(op.domain, op.op_type, op.since, CPU, op.bind)
         if op.gpu and device is not None:

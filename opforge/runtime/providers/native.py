@@ -1,18 +1,12 @@
 """Kernels from compiled op libraries (built-in or a user's), bound to nodes through the C ABI."""
 from __future__ import annotations
 
-import logging
-import threading
-
 import numpy as np
 
 from opforge import _core
-from opforge.errors import OpError, OpMemoryError
 from opforge.runtime.errors import KernelNotFoundError
 from opforge.runtime.graph.domains import is_standard_domain
 from opforge.runtime.providers.registry import default_registry
-
-logger = logging.getLogger("opforge.runtime")
 
 def _numpy_dtype(name: str) -> "np.dtype | None":
     """numpy's dtype of that name, or ml_dtypes' (bfloat16, float8_e4m3fn, int4...)."""
@@ -78,61 +72,30 @@ def dtype_allowed(schema_param: dict, dtype) -> bool:
 
 
 class NativeKernel:
-    """A node bound to an op of a compiled library: attributes converted once, outputs
-    allocated from the op's infer at each run.
+    """A node bound to an op of a compiled library: attributes converted once, each call made
+    through the core's one call sequence (csrc/invoke.h: checks, infer, outputs, workspace,
+    compute).
 
-    Immutable once bound, so threads share it: a run that the native op cannot take (inputs of
-    a dtype known only at run time, or a mode its infer refuses) goes to the node's reference
-    kernel for that call only, and `run_traced` tells the caller (the plan recorder) so."""
+    Bound once, when the session is created, and never switched: a call the op refuses (a
+    value of a type type inference could not tell, a mode its infer refuses) raises, naming the
+    node. Immutable once bound, so threads share it."""
 
-    def __init__(self, handle, node, opset: int, provider: str, pool=None, allow_fallback=True):
+    def __init__(self, handle, node, opset: int, provider: str, pool=None):
         self.handle, self.node, self.opset, self.pool = handle, node, opset, pool
-        self.provider, self.allow_fallback = provider, allow_fallback
+        self.provider = provider
         self.schema = handle.schema()
         try:
-            self.attrs = handle.attrs(attribute_values(node))
+            self.attrs = handle.attrs(attribute_values(node), opset if is_standard_domain(node.domain) else 0)
         except TypeError as exc:
             raise KernelNotFoundError(f"{provider} kernel {handle.name} does not take this "
                                       f"node's attributes: {exc}") from None
         self.num_outputs = len(node.outputs)
+        self.wanted = [bool(name) for name in node.outputs]
         self.inplace = self.schema["inplace"]
-        self._reference = None
-        self._values = None
-        self._reference_lock = threading.Lock()
-        self.reference_calls = 0   # calls handed to the reference kernel, so tests can see them
-
-    def _fallback(self):
-        """The node's reference kernel (made on first need), for calls the native op cannot take."""
-        if not self.allow_fallback:
-            raise KernelNotFoundError(f"{self.node.label}: {self.provider} kernel "
-                                      f"{self.handle.name} cannot run these inputs and the reference "
-                                      "fallback is disabled")
-        with self._reference_lock:
-            if self._reference is None:
-                from opforge.runtime.providers.reference import reference_kernel
-
-                self._reference = reference_kernel(self.node, self.opset)
-        return self._reference
-
-    def _values_kernel(self):
-        """The kernel for calls whose values no C kernel takes (sequences, optionals, strings):
-        a built-in Python kernel of this op (Identity's, Equal's) when there is one, else the
-        reference kernel."""
-        with self._reference_lock:
-            if self._values is None:
-                self._values = python_kernel(self.node, self.opset, self.provider) or False
-        if self._values:
-            return self._values
-        self._count_reference_call()
-        return self._fallback()
-
-    def _count_reference_call(self) -> None:
-        with self._reference_lock:
-            self.reference_calls += 1
 
     def unsupported(self, dtypes: list) -> "str | None":
-        """Why the op cannot take these input dtypes (None when it can); their count was
-        checked when the node was bound (`call_problem`)."""
+        """Why the op cannot take these input dtypes (None when it can; None entries are
+        unknown); their count was checked when the node was bound (`call_problem`)."""
         params = self.schema["inputs"]
         for i, dtype in enumerate(dtypes):
             if dtype is None or not params:
@@ -143,60 +106,12 @@ class NativeKernel:
                         f"{np.dtype(dtype).name} for input '{param['name']}'")
         return None
 
-    def output_types(self, inputs: list, metas: "list | None" = None) -> list:
-        """(numpy dtype, shape) per node output, from the op's infer with the values at hand;
-        OpError when it leaves out an output the node names."""
-        types = self.handle.infer(metas if metas is not None else _metas(inputs), self.attrs,
-                                  self.num_outputs, True)
-        for index, (name, t) in enumerate(zip(self.node.outputs, types)):
-            if name and t is None:
-                raise OpError(f"{self.handle.name}: infer gave no type to output #{index} "
-                              f"({name!r}), which the node names")
-        return [None if t is None else (CODE_DTYPES[t[0]], t[1]) for t in types]
-
     def run(self, inputs: list) -> list:
-        return self.run_traced(inputs)[0]
+        return self.handle.invoke(inputs, self.wanted, self.attrs, self.pool)[0]
 
     def run_traced(self, inputs: list) -> tuple:
-        """``(outputs, workspace bytes)`` of one call; the bytes are None when the call went to
-        the reference kernel (the plan then keeps this node as a Python step)."""
-        if (not all(x is None or isinstance(x, np.ndarray) for x in inputs)
-                or self.unsupported([getattr(x, "dtype", None) for x in inputs])):
-            return self._values_kernel().run(inputs), None   # sequences, optionals, strings
-        inputs = [None if x is None else np.asarray(x, order="C") for x in inputs]
-        try:
-            return self._run_native(inputs)
-        except OpMemoryError:
-            raise   # no kernel can make an output that large: the reference is not tried
-        except OpError as exc:
-            return self._recover(inputs, exc), None
-
-    def _run_native(self, inputs: list) -> tuple:
-        metas = _metas(inputs)
-        try:
-            outputs = [None if t is None or not name else np.empty(t[1], t[0])
-                       for t, name in zip(self.output_types(inputs, metas), self.node.outputs)]
-        except (MemoryError, ValueError) as exc:   # numpy's "array is too big" is a ValueError
-            raise OpMemoryError(f"{self.handle.name}: its outputs for these inputs do not fit in memory "
-                                f"({exc})") from None
-        workspace = self.handle.workspace_size(metas, self.attrs) if self.schema["has_workspace"] else 0
-        self.handle.run(inputs, outputs, self.attrs, self.pool)
-        return outputs, workspace
-
-    def _recover(self, inputs: list, error: Exception) -> list:
-        """A built-in kernel that refuses a call (an attribute value or mode it does not
-        implement, e.g. training_mode=1) hands that call to the reference kernel; when that
-        fails too, or the op is not a standard one, the kernel's own error stands."""
-        if not is_standard_domain(self.node.domain) or not self.allow_fallback:
-            raise error
-        try:
-            results = self._fallback().run(inputs)
-        except Exception:
-            raise error from None
-        self._count_reference_call()
-        logger.debug("%s ran on the reference provider: the native kernel said %s",
-                     self.node.label, error)
-        return results
+        """``(outputs, workspace bytes)`` of one call (the plan recorder reads the bytes)."""
+        return self.handle.invoke(inputs, self.wanted, self.attrs, self.pool)
 
 
 def python_kernel(node, opset: int, provider: str):
@@ -222,17 +137,13 @@ def wrapping_kernel(node, opset: int, native: "NativeFactory"):
         return None
 
 
-def _metas(inputs: list) -> list:
-    """What the op handle's infer and workspace_size read: (dtype code, shape, value) per input."""
-    return [None if x is None else (DTYPE_CODES[x.dtype], x.shape, x) for x in inputs]
-
-
 class NativeFactory:
-    """The registry factory for one op handle: binds nodes of that op type to it."""
+    """The registry factory for one op handle: binds nodes of that op type to it, or declines
+    them (KernelNotFoundError: the next provider is asked) when their input counts, kinds or
+    dtypes, as type inference knows them, are not the op's. Decided once, for the session."""
 
-    def __init__(self, handle, provider: str, pool=None, allow_fallback: bool = True):
+    def __init__(self, handle, provider: str, pool=None):
         self.handle, self.provider, self.pool = handle, provider, pool
-        self.allow_fallback = allow_fallback
         self._schema = None
 
     @property
@@ -249,19 +160,40 @@ class NativeFactory:
         wrapped = wrapping_kernel(node, opset, self)
         if wrapped is not None:
             return wrapped
-        kernel = NativeKernel(self.handle, node, opset, self.provider, self.pool, self.allow_fallback)
-        why = kernel.unsupported([None if t is None else t.dtype for t in node.input_types])
+        kernel = NativeKernel(self.handle, node, opset, self.provider, self.pool)
+        kinds = [k for k in node.input_kinds if k not in (None, "tensor")]
+        why = (f"{self.provider} kernel {self.handle.name} takes tensors; the node gives it a {kinds[0]}"
+               if kinds else kernel.unsupported([None if t is None else t.dtype for t in node.input_types]))
         if why and (python := python_kernel(node, opset, self.provider)) is not None:
-            return python   # e.g. Equal of strings
+            return python   # Equal of strings, Identity of a sequence
         if why:
             raise KernelNotFoundError(why)
+        refused = _refusal(kernel, node)
+        if refused:   # a mode or attribute value the op does not implement: the next provider's
+            raise KernelNotFoundError(f"{self.provider} kernel {self.handle.name} refuses this node: {refused}")
         return kernel
 
 
-def register_library(registry, library, provider: str, pool=None, allow_fallback: bool = True) -> int:
-    """Registers every op of an OpLibrary; returns how many. With allow_fallback, a node a
-    kernel refuses at run time goes to the reference provider."""
+def _refusal(kernel: NativeKernel, node) -> "str | None":
+    """What the op's infer says of the node with its inputs' types as inference knows them
+    (sizes may be unknown), for standard ops only, which another provider may take: None when
+    it takes the node or cannot tell before the values come (NeedsValue)."""
+    if not is_standard_domain(node.domain):
+        return None
+    metas = []
+    for name, t in zip(node.inputs, node.input_types or [None] * len(node.inputs)):
+        if not name:
+            metas.append(None)
+        elif t is None or t.shape is None or np.dtype(t.dtype) not in DTYPE_CODES:
+            return None   # not known well enough to ask
+        else:
+            metas.append((DTYPE_CODES[np.dtype(t.dtype)], [d if isinstance(d, int) else -1 for d in t.shape]))
+    return kernel.handle.refusal(metas, kernel.attrs, len(node.outputs))
+
+
+def register_library(registry, library, provider: str, pool=None) -> int:
+    """Registers every op of an OpLibrary; returns how many."""
     for handle in library.op_table:
         registry.register(handle.domain, handle.name, handle.since_version, provider,
-                          NativeFactory(handle, provider, pool, allow_fallback))
+                          NativeFactory(handle, provider, pool), until=handle.until_version)
     return len(library.op_table)

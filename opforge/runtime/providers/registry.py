@@ -51,13 +51,18 @@ KernelFactory = Callable[[Any, int], BoundKernel]
 
 @dataclass(frozen=True)
 class KernelEntry:
-    """One registration: ``factory`` serves ``op_type`` of ``domain`` from ``since_version`` on."""
+    """One registration: ``factory`` serves ``op_type`` of ``domain`` for the opsets
+    ``since_version`` to ``until_version`` (0: every later one)."""
 
     domain: str
     op_type: str
     since_version: int
     provider: str
     factory: KernelFactory
+    until_version: int = 0
+
+    def serves(self, version: int) -> bool:
+        return self.since_version <= version and (not self.until_version or version <= self.until_version)
 
 
 def _domain(domain: str) -> str:
@@ -76,13 +81,14 @@ class KernelRegistry:
         self._entries: dict[tuple[str, str, str], list[KernelEntry]] = {}
 
     def register(self, domain: str, op_type: str, since_version: int, provider: str,
-                 factory: KernelFactory) -> None:
-        """Add ``factory``; one registered again for the same since-version replaces the old."""
+                 factory: KernelFactory, until: int = 0) -> None:
+        """Add ``factory`` for the opsets ``since_version`` to ``until`` (0: no end); one
+        registered again for the same since-version replaces the old."""
         if provider not in PROVIDERS:
             raise ValueError(f"unknown provider {provider!r}; expected one of {PROVIDERS}")
         key = (_domain(domain), op_type, provider)
         entries = [e for e in self._entries.get(key, []) if e.since_version != since_version]
-        entries.append(KernelEntry(key[0], op_type, since_version, provider, factory))
+        entries.append(KernelEntry(key[0], op_type, since_version, provider, factory, until))
         entries.sort(key=lambda e: e.since_version)
         self._entries[key] = entries
 
@@ -115,11 +121,13 @@ class KernelRegistry:
 
     @staticmethod
     def _newest(entries, version: int) -> KernelEntry | None:
+        """The entry of the newest since-version not above ``version`` that still serves it (a
+        kernel is never used past its range's end)."""
         found = None
         for entry in entries:
             if entry.since_version <= version:
                 found = entry
-        return found
+        return found if found is not None and found.serves(version) else None
 
 
 default_registry = KernelRegistry()

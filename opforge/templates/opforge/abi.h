@@ -15,7 +15,7 @@ extern "C" {
 #endif
 
 /// Bumped on any incompatible change to the structs below; the host refuses other versions.
-#define OPFORGE_ABI_VERSION 2
+#define OPFORGE_ABI_VERSION 3
 
 /// Most dimensions a tensor may have.
 #define OPF_MAX_DIMS 16
@@ -112,6 +112,7 @@ typedef struct opf_param {
   int32_t num_dtypes;     ///< 0: any type
   int32_t flags;          ///< OPF_PARAM_* bits
   const char* doc;
+  const int32_t* dtype_since; ///< per dtype, the first opset it is allowed in (0: every); may be NULL
 } opf_param;
 
 /// One declared attribute. `default_value.type == OPF_ATTR_UNDEFINED` means no default.
@@ -121,10 +122,19 @@ typedef struct opf_attr_def {
   int32_t required;
   opf_attr default_value;
   const char* doc;
+  int32_t since_version;  ///< the first opset a node may give it in (0: every version of the op)
+  int32_t until_version;  ///< the last one (0: no end)
 } opf_attr_def;
 
-/// Where an op writes its error message; a function that fails returns non-zero.
+/// Why a function failed (opf_error::code).
+enum {
+  OPF_ERR_FAILED = 0,       ///< the op refused the call or failed
+  OPF_ERR_NEEDS_VALUE = 1   ///< infer cannot tell the outputs without an input's value (not a refusal)
+};
+
+/// Where an op writes its error; a function that fails returns non-zero.
 typedef struct opf_error {
+  int32_t code;           ///< an OPF_ERR_* value
   char message[2048];
 } opf_error;
 
@@ -173,7 +183,8 @@ typedef struct opf_compute_ctx {
   opf_state** state;          ///< the node's state slot (NULL until set); NULL: no slot, build per call
 } opf_compute_ctx;
 
-/// One operator: schema and the three entry points.
+/// One operator: schema and the three entry points, for the opset versions since_version to
+/// until_version of its domain (a library defines an op once per range; ranges may not overlap).
 typedef struct opf_op_def {
   uint32_t struct_size;       ///< sizeof(opf_op_def) of the library that built it
   const char* name;
@@ -193,6 +204,8 @@ typedef struct opf_op_def {
   int32_t (*workspace)(const opf_infer_ctx* ctx, int64_t* bytes, opf_error* err); ///< may be NULL
   int32_t (*compute)(const opf_compute_ctx* ctx, opf_error* err);
   void* user_data;            ///< private to the library
+  int32_t until_version;      ///< the last opset this definition serves (0: every later one)
+  const char* source;         ///< where it is defined ("ops/scale.cpp:12"), for messages
 } opf_op_def;
 
 /// The table a library exports.

@@ -103,8 +103,9 @@ class InferContext {
   explicit InferContext(const opf_infer_ctx* c) : c_(c), attrs_(c->attrs, c->num_attrs) {}
   int num_inputs() const { return c_->num_inputs; }
   int num_outputs() const { return c_->num_outputs; }
-  /// Input i's metadata; an absent optional input is not defined().
-  Tensor input(int i) const { return Tensor(&c_->inputs[i]); }
+  /// Input i's metadata; an absent optional input is not defined(). Its data is there when
+  /// the value is known: reading it when it is not throws NeedsValue.
+  Tensor input(int i) const { return Tensor(&c_->inputs[i], true); }
   bool has_input(int i) const { return i < c_->num_inputs && input(i).defined(); }
   template <class T> T attr(const char* name) const { return attrs_.get<T>(name); }
   bool has_attr(const char* name) const { return attrs_.has(name); }

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <string>
 
 #include "opforge/abi.h"
 #include "opforge/context.h"
@@ -65,7 +66,12 @@ class OpDef {
   const char* name() const;
 
   OpDef& domain(const char* d);
+  /// The opset versions of the domain this definition serves: since .. until (inclusive; by
+  /// default from 1 on, with no end). A library may define an op once per range, ranges not
+  /// overlapping; what changed within a range is said on the attribute or dtype it concerns.
   OpDef& since(int version);
+  OpDef& until(int version);
+  OpDef& versions(int since_version, int until_version);
   OpDef& doc(const char* text);
   /// Where compute runs. Ops of a CUDA library default to OPF_BACKEND_CUDA (device tensors,
   /// ctx.stream()), others to OPF_BACKEND_CPU.
@@ -94,6 +100,11 @@ class OpDef {
   OpDef& required_attr(const char* name, AttrType type, const char* doc = "");
   /// An attribute that may be left out; check ctx.has_attr(name) before reading it.
   OpDef& optional_attr(const char* name, AttrType type, const char* doc = "");
+  /// The attribute declared last exists in these opsets only (0: no end): a node of another
+  /// opset that gives it is refused. Its default still applies in every version.
+  OpDef& attr_versions(int since_version, int until_version = 0);
+  /// The input or output declared last also takes these dtypes, from opset `version` on.
+  OpDef& dtypes_since(int version, std::initializer_list<DType> dtypes);
 
   /// Output `output` may be written over input `input` (same dtype and size), saving memory.
   OpDef& inplace(int output, int input);
@@ -107,6 +118,9 @@ class OpDef {
   /// The C descriptor; valid while the library is loaded. Throws on an incomplete definition.
   const opf_op_def* freeze();
 
+  /// Where OPFORGE_OP defined it ("file.cpp:12"); set by detail::register_op.
+  void impl_source(std::string where);
+
   /// Opaque storage, defined in opforge_support.cpp.
   struct Impl;
 
@@ -115,8 +129,8 @@ class OpDef {
 };
 
 namespace detail {
-/// Adds a new OpDef to this library's table; used by OPFORGE_OP.
-OpDef& register_op(const char* name);
+/// Adds a new OpDef to this library's table, defined at file:line; used by OPFORGE_OP.
+OpDef& register_op(const char* name, const char* file, int line);
 }  // namespace detail
 
 }  // namespace opforge
@@ -127,6 +141,6 @@ OpDef& register_op(const char* name);
 /// Registers an op named `name` (an identifier) and starts its definition chain.
 #define OPFORGE_OP(name)                                                              \
   [[maybe_unused]] static ::opforge::OpDef& OPFORGE_CONCAT(opforge_op_, __COUNTER__) = \
-      ::opforge::detail::register_op(#name)
+      ::opforge::detail::register_op(#name, __FILE__, __LINE__)
 
 #endif  // OPFORGE_OP_H_

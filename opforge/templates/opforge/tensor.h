@@ -18,6 +18,14 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// What infer throws when it cannot tell the outputs without an input's value, which shape
+/// inference may not have (a Reshape's target shape computed at run time): not a refusal, the
+/// call works once the value is there.
+class NeedsValue : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 inline void append(std::string&) {}
 template <class T, class... Rest> void append(std::string& out, const T& v, const Rest&... rest);
@@ -49,6 +57,9 @@ class Tensor {
  public:
   Tensor() = default;
   explicit Tensor(const opf_tensor* t) : t_(t) {}
+  /// An input as infer sees it: its data may be unknown (shape inference), and reading it then
+  /// throws NeedsValue instead of handing out a null pointer.
+  Tensor(const opf_tensor* t, bool value_may_be_unknown) : t_(t), value_may_be_unknown_(value_may_be_unknown) {}
 
   /// False for an absent optional input.
   bool defined() const { return t_ != nullptr && t_->dtype != OPF_UNDEFINED; }
@@ -88,12 +99,15 @@ class Tensor {
     if (t_->dtype != int32_t(dtype_of<T>::value))
       throw Error(str("tensor holds ", dtype_name(t_->dtype), ", not ",
                       dtype_name(int32_t(dtype_of<T>::value))));
+    if (value_may_be_unknown_ && t_->data == nullptr)
+      throw NeedsValue("needs the value of an input whose value is not known yet");
     return static_cast<T*>(t_->data);
   }
   const opf_tensor* get() const { return t_; }
 
  private:
   const opf_tensor* t_ = nullptr;
+  bool value_may_be_unknown_ = false;
 };
 
 }  // namespace opforge

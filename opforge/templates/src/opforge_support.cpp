@@ -16,13 +16,14 @@ namespace opforge {
 struct OpDef::Impl {
   struct Param {
     std::string name, doc;
-    std::vector<int32_t> dtypes;
+    std::vector<int32_t> dtypes, since;  // since: per dtype, the first opset it is allowed in
     int32_t flags;
   };
   struct Attr {
     std::string name, doc, str;
     int32_t type = OPF_ATTR_UNDEFINED;
     bool required = false, has_default = true;
+    int32_t since = 0, until = 0;
     opf_attr value{};
     std::vector<int64_t> ints;
     std::vector<float> floats;
@@ -36,8 +37,9 @@ struct OpDef::Impl {
     ComputeFn compute;
   };
 
-  std::string name, domain, doc;
-  int since = 1;
+  std::string name, domain, doc, source;
+  int since = 1, until = 0;
+  Param* last_param = nullptr;
   int32_t backend = -1;  // unset: the library's default, decided when the table is frozen
   std::vector<Param> inputs, outputs;
   std::vector<Attr> attrs;
@@ -50,9 +52,13 @@ struct OpDef::Impl {
 
   OpDef& add_param(OpDef& self, std::vector<Param>& list, const char* pname,
                    std::initializer_list<DType> types, int32_t flags, const char* pdoc) {
-    Param p{pname, pdoc, {}, flags};
-    for (DType d : types) p.dtypes.push_back(int32_t(d));
+    Param p{pname, pdoc, {}, {}, flags};
+    for (DType d : types) {
+      p.dtypes.push_back(int32_t(d));
+      p.since.push_back(0);
+    }
     list.push_back(std::move(p));
+    last_param = &list.back();
     return self;
   }
   Attr& add_attr(const char* aname, int32_t type, const char* adoc) {
@@ -74,11 +80,12 @@ std::vector<std::unique_ptr<OpDef>>& registry() {
   return ops;
 }
 
-void report(opf_error* err, const opf_op_def* op, const char* what) {
+void report(opf_error* err, const opf_op_def* op, const char* what, int32_t code = OPF_ERR_FAILED) {
   std::string msg = str(op->name, ": ", what);
   size_t n = msg.size() < sizeof(err->message) - 1 ? msg.size() : sizeof(err->message) - 1;
   std::memcpy(err->message, msg.data(), n);
   err->message[n] = '\0';
+  err->code = code;
 }
 
 // Runs body, turning any C++ exception into a non-zero status and a message.
@@ -86,6 +93,8 @@ template <class Body> int32_t guarded(const opf_op_def* op, opf_error* err, Body
   try {
     body();
     return 0;
+  } catch (const NeedsValue& e) {
+    report(err, op, e.what(), OPF_ERR_NEEDS_VALUE);
   } catch (const std::exception& e) {
     report(err, op, e.what());
   } catch (...) {
@@ -127,16 +136,32 @@ int32_t compute_entry(const opf_compute_ctx* c, opf_error* err) {
 }
 
 void freeze_params(const std::vector<OpDef::Impl::Param>& src, std::vector<opf_param>& dst) {
-  for (const auto& p : src)
-    dst.push_back({p.name.c_str(), p.dtypes.data(), int32_t(p.dtypes.size()), p.flags, p.doc.c_str()});
+  for (const auto& p : src) {
+    bool versioned = false;
+    for (int32_t v : p.since) versioned = versioned || v > 0;
+    dst.push_back({p.name.c_str(), p.dtypes.data(), int32_t(p.dtypes.size()), p.flags, p.doc.c_str(),
+                   versioned ? p.since.data() : nullptr});
+  }
+}
+
+/// Whether two version ranges (until 0: no end) share a version.
+bool overlap(int32_t a_since, int32_t a_until, int32_t b_since, int32_t b_until) {
+  const int64_t a_end = a_until ? a_until : INT32_MAX, b_end = b_until ? b_until : INT32_MAX;
+  return a_since <= b_end && b_since <= a_end;
+}
+
+std::string range_text(const opf_op_def* d) {
+  return d->until_version ? str("opsets ", d->since_version, "-", d->until_version)
+                          : str("opsets ", d->since_version, " on");
 }
 
 }  // namespace
 
 detail::CudaRunner detail::cuda_runner = nullptr;
 
-OpDef& detail::register_op(const char* name) {
+OpDef& detail::register_op(const char* name, const char* file, int line) {
   registry().emplace_back(new OpDef(name));
+  registry().back()->impl_source(str(file, ":", line));
   return *registry().back();
 }
 
@@ -144,6 +169,9 @@ OpDef::OpDef(const char* name) : impl_(new Impl) { impl_->name = name; }
 const char* OpDef::name() const { return impl_->name.c_str(); }
 OpDef& OpDef::domain(const char* d) { impl_->domain = d; return *this; }
 OpDef& OpDef::since(int version) { impl_->since = version; return *this; }
+OpDef& OpDef::until(int version) { impl_->until = version; return *this; }
+OpDef& OpDef::versions(int since_version, int until_version) { return since(since_version).until(until_version); }
+void OpDef::impl_source(std::string where) { impl_->source = std::move(where); }
 OpDef& OpDef::doc(const char* text) { impl_->doc = text; return *this; }
 OpDef& OpDef::backend(opf_backend b) { impl_->backend = b; return *this; }
 
@@ -205,6 +233,22 @@ OpDef& OpDef::optional_attr(const char* n, AttrType type, const char* d) {
   return *this;
 }
 
+OpDef& OpDef::attr_versions(int since_version, int until_version) {
+  if (impl_->attrs.empty()) throw Error("attr_versions() before any attribute");
+  impl_->attrs.back().since = since_version;
+  impl_->attrs.back().until = until_version;
+  return *this;
+}
+
+OpDef& OpDef::dtypes_since(int version, std::initializer_list<DType> dtypes) {
+  if (impl_->last_param == nullptr) throw Error("dtypes_since() before any input or output");
+  for (DType d : dtypes) {
+    impl_->last_param->dtypes.push_back(int32_t(d));
+    impl_->last_param->since.push_back(version);
+  }
+  return *this;
+}
+
 OpDef& OpDef::inplace(int output, int input) {
   if (impl_->inplace.size() < size_t(output + 1)) impl_->inplace.resize(size_t(output + 1), -1);
   impl_->inplace[size_t(output)] = input;
@@ -231,6 +275,8 @@ void OpDef::Impl::check() const {
   for (size_t i = 0; i < attrs.size(); ++i)
     for (size_t j = 0; j < i; ++j)
       if (attrs[i].name == attrs[j].name) throw Error(str("attribute '", attrs[i].name, "' is declared twice"));
+  if (since < 1 || (until != 0 && until < since))
+    throw Error(str("its versions ", since, " to ", until, " are not a range (since >= 1, until >= since or 0)"));
 }
 
 void OpDef::Impl::freeze_attr(Attr& a) {
@@ -254,7 +300,7 @@ void OpDef::Impl::freeze_attr(Attr& a) {
     v.string_lens = a.string_lens.data();
     v.count = int64_t(a.strings.size());
   }
-  c_attrs.push_back({a.name.c_str(), a.type, a.required ? 1 : 0, v, a.doc.c_str()});
+  c_attrs.push_back({a.name.c_str(), a.type, a.required ? 1 : 0, v, a.doc.c_str(), a.since, a.until});
 }
 
 const opf_op_def* OpDef::freeze() {
@@ -270,7 +316,8 @@ const opf_op_def* OpDef::freeze() {
                      m.c_outputs.data(), int32_t(m.c_outputs.size()), m.c_attrs.data(),
                      int32_t(m.c_attrs.size()), m.inplace.empty() ? nullptr : m.inplace.data(),
                      m.strided ? 1 : 0, infer_entry,
-                     m.fns.workspace ? workspace_entry : nullptr, compute_entry, &m.fns};
+                     m.fns.workspace ? workspace_entry : nullptr, compute_entry, &m.fns, m.until,
+                     m.source.c_str()};
   return &m.def;
 }
 
@@ -291,6 +338,30 @@ extern "C" __attribute__((visibility("default"))) const opf_library* opforge_lib
         return l;
       }
     }
+    // A definition without .until() serves until the next definition of the same op begins;
+    // two that still share an opset (the same since, or an explicit until past the next
+    // one's since) are refused, naming both places.
+    for (size_t i = 0; i < defs.size(); ++i) {
+      opf_op_def* a = const_cast<opf_op_def*>(defs[i]);
+      if (a->until_version != 0) continue;
+      for (const opf_op_def* b : defs)
+        if (b != a && std::strcmp(a->name, b->name) == 0 && std::strcmp(a->domain, b->domain) == 0 &&
+            b->since_version > a->since_version &&
+            (a->until_version == 0 || b->since_version - 1 < a->until_version))
+          a->until_version = b->since_version - 1;
+    }
+    for (size_t i = 0; i < defs.size(); ++i)
+      for (size_t j = 0; j < i; ++j) {
+        const opf_op_def *a = defs[j], *b = defs[i];
+        if (std::strcmp(a->name, b->name) == 0 && std::strcmp(a->domain, b->domain) == 0 &&
+            opforge::overlap(a->since_version, a->until_version, b->since_version, b->until_version)) {
+          error = opforge::str("op '", b->name, "' of domain '", b->domain, "' is defined twice for the same opsets: at ",
+                               a->source, " (", opforge::range_text(a), ") and at ", b->source, " (",
+                               opforge::range_text(b), "); give each definition its own range with .since()/.until()");
+          l.error = error.c_str();
+          return l;
+        }
+      }
     l.num_ops = int32_t(defs.size());
     l.ops = defs.data();
     return l;

@@ -93,35 +93,6 @@ void sigmoid_compute(KernelContext& ctx) {
   map_float(ctx, [](auto v) { return vmath::sigmoid(v); });
 }
 
-/// x * sigmoid(alpha * x).
-void swish_compute(KernelContext& ctx) {
-  const float alpha = ctx.attr<float>("alpha");
-  map_float(ctx, [=](auto v) { return v * vmath::sigmoid(decltype(v)(alpha) * v); });
-}
-
-/// x + bias below -lambd, x - bias above lambd, else 0; integers are computed in double and
-/// converted back, as onnx's reference does.
-void shrink_compute(KernelContext& ctx) {
-  const double bias = ctx.attr<float>("bias"), lambd = ctx.attr<float>("lambd");
-  const auto shrink = [=](auto v) {
-    using T = decltype(v);
-    if constexpr (std::is_integral_v<T>) {
-      const double x = double(v);
-      return T(x < -lambd ? x + bias : x > lambd ? x - bias : 0.0);
-    } else {
-      return v < T(-lambd) ? T(v + T(bias)) : v > T(lambd) ? T(v - T(bias)) : T(0);
-    }
-  };
-  const int32_t dt = ctx.input(0).dtype();
-  if (dt == OPF_FLOAT32 || dt == OPF_FLOAT64 || dt == OPF_FLOAT16 || dt == OPF_BFLOAT16)
-    return map_float(ctx, shrink);
-  require_dispatched(opforge::dispatch<int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t,
-                                       uint32_t, uint64_t>(dt, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    unary_map<T, T>(ctx, [shrink](T v) { return shrink(v); });
-  }), dt);
-}
-
 void tanh_compute(KernelContext& ctx) {
   map_float(ctx, [](auto v) { return vmath::tanh(v); });
 }
@@ -282,17 +253,7 @@ EW_ACTIVATION(Tanh, 6, "input", "output", tanh_compute);
 EW_ACTIVATION(Softplus, 1, "X", "Y", softplus_compute);
 EW_ACTIVATION(Softsign, 1, "input", "output", softsign_compute);
 EW_ACTIVATION(Mish, 18, "X", "Y", mish_compute);
-EW_ACTIVATION(Swish, 24, "X", "Y", swish_compute).attr("alpha", 1.0f);
 
-OPFORGE_OP(Shrink)
-    .since(9)
-    .input("input", OPFORGE_EW_ALLNUM_HALF_DTYPES)
-    .output("output")
-    .inplace(0, 0)
-    .attr("bias", 0.0f, "added below -lambd, subtracted above lambd")
-    .attr("lambd", 0.5f, "the half-width of the band mapped to 0")
-    .infer(opforge::same_as_input0)
-    .compute(opforge_cpu::ew::shrink_compute);
 
 OPFORGE_OP(Gelu)
     .since(20)

@@ -36,8 +36,8 @@ template <class T> void shrink_run(KernelContext& ctx, double lambd, double bias
 void compute(KernelContext& ctx) {
   const double lambd = ctx.attr<float>("lambd"), bias = ctx.attr<float>("bias");
   const int32_t dt = ctx.input(0).dtype();
-  const bool found = opforge::dispatch<float, double, opforge::float16_t, int8_t, int16_t, int32_t, int64_t, uint8_t,
-                                       uint16_t, uint32_t, uint64_t>(dt, [&](auto tag) {
+  const bool found = opforge::dispatch<float, double, opforge::float16_t, opforge::bfloat16_t, int8_t, int16_t,
+                                       int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t>(dt, [&](auto tag) {
     shrink_run<typename decltype(tag)::type>(ctx, lambd, bias);
   });
   OPFORGE_CHECK(found, "input 'input' has unsupported dtype ", opforge::dtype_name(dt));
@@ -47,8 +47,8 @@ void compute(KernelContext& ctx) {
 
 OPFORGE_OP(Shrink)
     .since(9)
-    .input("input", {opforge::f32, opforge::f64, opforge::f16, opforge::i8, opforge::i16, opforge::i32, opforge::i64,
-                     opforge::u8, opforge::u16, opforge::u32, opforge::u64})
+    .input("input", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16, opforge::i8, opforge::i16, opforge::i32,
+                     opforge::i64, opforge::u8, opforge::u16, opforge::u32, opforge::u64})
     .output("output")
     .attr("lambd", 0.5f)
     .attr("bias", 0.0f)

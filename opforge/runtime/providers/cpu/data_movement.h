@@ -90,8 +90,8 @@ inline int64_t dims_product(const Shape& shape, size_t begin, size_t end) {
 }
 
 /// The message an infer throws when a shape-from-data input has no value yet.
-inline opforge::Error needs_value(const char* op, const char* input) {
-  return opforge::Error(opforge::str(op, " needs the value of input '", input, "' to infer its output shape"));
+inline opforge::NeedsValue needs_value(const char* op, const char* input) {
+  return opforge::NeedsValue(opforge::str(op, " needs the value of input '", input, "' to infer its output shape"));
 }
 
 /// The values of an int32/int64 input, or the needs-value error when it has none.

@@ -63,7 +63,7 @@ std::vector<int64_t> read_axes(const Ctx& ctx) {
   if constexpr (kAxesInput) {
     if (!ctx.has_input(1)) return {};
     Tensor axes = ctx.input(1);
-    if (!axes.has_data()) throw opforge::Error("needs the value of input 'axes'");
+    if (!axes.has_data()) throw opforge::NeedsValue("needs the value of input 'axes'");
     return read_ints(axes);
   } else {
     return ctx.has_attr("axes") ? ctx.template attr<std::vector<int64_t>>("axes") : std::vector<int64_t>{};

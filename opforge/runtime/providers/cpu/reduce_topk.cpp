@@ -14,7 +14,7 @@ using namespace opforge_cpu::reduction;
 template <class Ctx> int64_t read_k(const Ctx& ctx) {
   if (ctx.num_inputs() < 2) return ctx.template attr<int64_t>("k");
   Tensor k = ctx.input(1);
-  if (!k.has_data()) throw opforge::Error("needs the value of input 'K'");
+  if (!k.has_data()) throw opforge::NeedsValue("needs the value of input 'K'");
   const std::vector<int64_t> v = read_ints(k);
   OPFORGE_CHECK(v.size() == 1, "input 'K' must hold one value, got ", v.size());
   return v[0];
