@@ -1,6 +1,6 @@
 """Build speed, side by side in one run: opforge, plain pybind11 + g++, torch.utils.cpp_extension.
 
-    python benchmarks/bench_builder.py [--repeat 3]
+    python -m benchmarks.bench_builder [--repeat 3]
 
 Measures, for the same leaky_relu kernel written three ways:
   cold build        a library never built before (opforge: the per-toolchain support object and

@@ -8,7 +8,7 @@
    vs the same CNN with Swish written as standard ops (Sigmoid, Mul) on opforge's CUDA provider
    (cupy only) and on onnxruntime's CUDA provider when it has one.
 
-    python benchmarks/bench_cuda.py [--build-only] [--repeat N]
+    python -m benchmarks.bench_cuda [--build-only] [--repeat N]
 """
 import argparse
 import os
@@ -22,10 +22,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "examples" / "cuda"))
 
-import opforge  # noqa: E402
+import opforge
 
 SWISH = ROOT / "examples" / "cuda" / "swish.cu"
 

@@ -1,6 +1,6 @@
 """Detection ops, side by side in one run: onnxruntime and opforge's native kernels on one-node models.
 
-    python benchmarks/bench_detection.py [--threads 2] [--repeat 20]
+    python -m benchmarks.bench_detection [--threads 2] [--repeat 20]
 
 NonMaxSuppression on a detector's post-processing (1000 boxes x 80 classes, 100 per class, IoU
 0.5, score threshold 0.05) and RoiAlign on Mask R-CNN's box head (1000 rois on a 256x50x68 FPN
@@ -23,8 +23,7 @@ import onnxruntime as ort
 import opforge
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "benchmarks")]
-from bench_models import median_times, print_load  # noqa: E402
+from benchmarks.bench_models import median_times, print_load
 
 RNG = np.random.default_rng(0)
 

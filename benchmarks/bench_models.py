@@ -1,10 +1,10 @@
 """Model latency, side by side in one run: onnxruntime and opforge on the same inputs.
 
-    python benchmarks/bench_models.py [--threads 2] [--repeat 20] [--block 5] [--families] [--cpu-time]
+    python -m benchmarks.bench_models [--threads 2] [--repeat 20] [--block 5] [--families] [--cpu-time]
                                       [--profile] [models...]
 
 Runs the light_* model-zoo graphs shipped in the onnx wheel, with seeded random weights in place
-of their constant ones (tests/zoo.py), and a 1000-node Add chain, each on one random input, and
+of their constant ones (tests/support/zoo.py), and a 1000-node Add chain, each on one random input, and
 prints the load average, session creation time, median latency of each runtime, the
 opforge/onnxruntime latency ratio and per-node dispatch time for the Add chain. The runtimes take
 turns in blocks of at least --block runs and 0.15 s, so that one runtime's spinning worker threads
@@ -12,7 +12,7 @@ turns in blocks of at least --block runs and 0.15 s, so that one runtime's spinn
 output's largest magnitude); a model that does not match is left out of the geo-mean.
 Targets (DESIGN.md): geo-mean latency ratio <= 1.0, Add chain <= 0.2 us/node.
 
-With --families, the real-model families of benchmarks/model_families.py (a torch-style
+With --families, the real-model families of tests/support/model_families.py (a torch-style
 transformer encoder, a stacked LSTM, a voice-activity model with If at the top), built in-process,
 join the table with their own feeds.
 
@@ -41,10 +41,9 @@ from onnx import TensorProto, helper
 import onnxruntime as ort
 import opforge
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from zoo import light_model, light_model_names  # noqa: E402
+from tests.support.zoo import light_model, light_model_names
 from op_profile import describe_limit, profile, sgemm_limit  # noqa: E402
-from model_families import FAMILIES  # noqa: E402
+from tests.support.model_families import FAMILIES  # noqa: E402
 
 
 def add_chain(n: int = 1000) -> onnx.ModelProto:

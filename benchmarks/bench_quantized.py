@@ -1,6 +1,6 @@
 """Quantized model latency, side by side in one run: onnxruntime and opforge on the same inputs.
 
-    python benchmarks/bench_quantized.py [--threads 2] [--repeat 20]
+    python -m benchmarks.bench_quantized [--threads 2] [--repeat 20]
 
 Builds squeezenet (light zoo, seeded weights, 224x224) and a BERT-style encoder layer (hidden 256,
 ffn 1024, batch 8, sequence 16), quantizes them with onnxruntime's quantize_dynamic and
@@ -24,10 +24,9 @@ import onnxruntime as ort
 import opforge
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "runtime"), str(ROOT / "benchmarks")]
-from bench_models import median_times, print_load  # noqa: E402
-from test_quantized_models import Calibration, squeezenet  # noqa: E402
-from test_transformers import encoder_layer  # noqa: E402
+from benchmarks.bench_models import median_times, print_load
+from tests.support.quantized_models import Calibration, squeezenet
+from tests.support.transformer_models import encoder_layer
 from onnxruntime import quantization  # noqa: E402
 
 

@@ -1,7 +1,7 @@
 """Ray Data throughput: opforge.ray.predict with 1 and 2 workers, and onnxruntime in the same
 kind of actors, on a light-zoo model and on a custom-op model.
 
-    pip install -e ".[ray,bench]" && python benchmarks/bench_ray.py [--seconds 6] [--model light_squeezenet]
+    pip install -e ".[ray,bench]" && python -m benchmarks.bench_ray [--seconds 6] [--model light_squeezenet]
 
 Every execution of a Ray Data pipeline starts its own actors (a process each, opforge or
 onnxruntime imported, the session made): a few seconds that a short run would count as
@@ -26,10 +26,8 @@ from onnx import TensorProto, helper, numpy_helper
 import ray
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "examples"))
-from demo import build_model  # noqa: E402
-from zoo import light_model  # noqa: E402
+from examples.demo import build_model
+from tests.support.zoo import light_model
 
 import opforge  # noqa: E402
 import opforge.ray  # noqa: E402

@@ -1,6 +1,6 @@
 """sklearn pipelines' latency, side by side in one run: onnxruntime and opforge on the same inputs.
 
-    python benchmarks/bench_sklearn.py [--threads 1] [--repeat 200]
+    python -m benchmarks.bench_sklearn [--threads 1] [--repeat 200]
 
 Trains seeded sklearn models on a synthetic 20-feature problem, converts them with skl2onnx
 (no ZipMap) and times each at batch 1 and 1000: a 100-tree random forest (classifier and
@@ -27,9 +27,8 @@ import onnxruntime as ort
 import opforge
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "tests" / "runtime")]
-from bench_models import median_times, print_load  # noqa: E402
-from test_ml_encoders import table as string_table  # noqa: E402  (the tests' string table)
+from benchmarks.bench_models import median_times, print_load
+from tests.support.ml_tables import table as string_table
 
 
 def models() -> list:

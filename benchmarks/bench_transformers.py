@@ -1,8 +1,8 @@
 """Transformer encoders, opforge against onnxruntime in one run, at 1 and 2 threads.
 
-    python benchmarks/bench_transformers.py [--layers 2] [--blocks 7] [--runs 5] [--threads 1 2]
-    python benchmarks/bench_transformers.py --profile [--hidden 256] [--batch 1] [--threads 1]
-    python benchmarks/bench_transformers.py --versus-blas [--threads 2]
+    python -m benchmarks.bench_transformers [--layers 2] [--blocks 7] [--runs 5] [--threads 1 2]
+    python -m benchmarks.bench_transformers --profile [--hidden 256] [--batch 1] [--threads 1]
+    python -m benchmarks.bench_transformers --versus-blas [--threads 2]
 
 The encoders are built here with onnx.helper in the shape torch.onnx.export writes a BERT-style
 layer (no download): MatMul + Add for every projection on a (batch, seq, hidden) input, Reshape
@@ -34,8 +34,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import opforge
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from op_profile import profile  # noqa: E402
+from benchmarks.op_profile import profile
 
 
 class _Builder:

@@ -1,6 +1,6 @@
 """Structural fuzzing at scale: mutated node tests and models through opforge, in workers.
 
-    python benchmarks/fuzz.py --cases 20000 --seed 1 [--workers 2] [--timeout 30] [--ort]
+    python -m benchmarks.fuzz --cases 20000 --seed 1 [--workers 2] [--timeout 30] [--ort]
                               [--save FOLDER] [--replay FOLDER/CASE]
 
 Prints how many cases ran, were refused with an opforge error, were cancelled after running
@@ -10,7 +10,7 @@ not stop even when cancelled), with the crashes, hangs, bare and internal except
 and by error. ``--save`` writes a reproducer for each of those (model.onnx, runs.pkl with the
 feeds of each run, verdict.txt); ``--replay`` runs one in this process. ``--ort`` also runs each
 case on onnxruntime and lists where the two disagree on refusing a case. Cases come from
-tests/fuzzing.py; target (DESIGN.md): 0 crashes, 0 bare or internal exceptions (and no hangs).
+tests/support/fuzzing.py; target (DESIGN.md): 0 crashes, 0 bare or internal exceptions (and no hangs).
 """
 import argparse
 import collections
@@ -23,10 +23,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if any((ROOT / "opforge").glob("_core*.so")):   # a built checkout fuzzes its own opforge, not the installed one
-    sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-from fuzzing import make_case, model_seeds, node_seeds, run_cases  # noqa: E402
+from tests.support.fuzzing import make_case, model_seeds, node_seeds, run_cases  # noqa: E402
 
 FINDINGS = ("crash", "hang", "bare", "internal")
 
@@ -132,8 +129,8 @@ def save(folder: Path, case, outcomes: dict) -> None:
 
 def replay(where: Path) -> None:
     """Runs a saved reproducer here (a crash then shows its own stack)."""
-    import fuzz_worker
-    from fuzzing import Case
+    from tests.support import fuzz_worker
+    from tests.support.fuzzing import Case
 
     saved = pickle.loads((where / "runs.pkl").read_bytes())
     case = Case(where.name, "replay", "", (where / "model.onnx").read_bytes(), saved["runs"],

@@ -4,7 +4,8 @@ from opforge.errors import BuildError, CacheError, OpError, OpforgeError
 
 __version__ = "0.1.0"
 
-# The runtime imports onnx (~140 ms): it loads on first use, so building and calling ops stays light.
+# The runtime imports onnx, which is slow to import: it loads on first use, so building and calling
+# ops stays light.
 _RUNTIME = {
     "InferenceSession": "opforge.runtime.session",
     "SessionOptions": "opforge.runtime.options",

@@ -30,12 +30,22 @@ def shared_cache(tmp_path_factory):
         os.environ["OPFORGE_CACHE_DIR"] = old
 
 
+@pytest.fixture(scope="session")
+def kernels():
+    """All built-in CPU kernels (an OpLibrary), built once per run; OPFORGE_TEST_KERNEL_FILES=
+    a.cpp,b.cpp builds only those (developing one kernel family)."""
+    from opforge.runtime.providers.cpu import library as native
+
+    only = os.environ.get("OPFORGE_TEST_KERNEL_FILES")
+    return native.cpu_kernels(only.split(",") if only else None)
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked `cuda` launch kernels: they are skipped unless cupy imports and sees a GPU."""
     marked = [item for item in items if item.get_closest_marker("cuda") is not None]
     if not marked:
         return
-    from cuda_support import gpu_unavailable
+    from tests.support.cuda_support import gpu_unavailable
 
     why = gpu_unavailable()
     if why:

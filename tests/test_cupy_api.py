@@ -12,8 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import fake_cupy
-
+from tests.support import fake_cupy
 cupy = pytest.importorskip("cupy", reason="cupy is not installed (pip install cupy-cuda13x)")
 
 ROOT = Path(__file__).resolve().parents[1]

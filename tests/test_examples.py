@@ -3,7 +3,7 @@ import os
 import subprocess
 import sys
 
-from helpers import EXAMPLES, ROOT
+from tests.support.helpers import EXAMPLES, ROOT
 
 
 def run_example(name: str, cwd) -> str:

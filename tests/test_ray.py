@@ -153,7 +153,7 @@ def test_the_ray_example_runs_as_written_with_as_many_actors_as_cpus(tmp_path):
     import os
     import subprocess
 
-    from helpers import EXAMPLES, ROOT
+    from tests.support.helpers import EXAMPLES, ROOT
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, str(EXAMPLES / "ray_batch.py")], cwd=tmp_path, env=env,

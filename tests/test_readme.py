@@ -12,7 +12,7 @@ import re
 import subprocess
 import sys
 
-from helpers import ROOT
+from tests.support.helpers import ROOT
 
 README = ROOT / "README.md"
 RUNNABLE = ("python", "bash", "sh")
@@ -26,7 +26,7 @@ SKIPPED = {
         "installs packages and runs the whole suite",
     ("python", "import ray, opforge.ray"): "needs a Parquet dataset under images/",
     ("python", "import cupy as cp, opforge"): "needs an NVIDIA GPU and cupy",
-    ("bash", "python benchmarks/bench_builder.py      # cold build, edit + rebuild, fresh process vs g++ and torch"):
+    ("bash", "python -m benchmarks.bench_builder      # cold build, edit + rebuild, fresh process vs g++ and torch"):
         "runs for minutes, from the repository root",
 }
 

@@ -63,9 +63,27 @@ class CustomOpBuilder:
                     return load_entry(build.build(clean=True), self.spec.name)
             except InputsChanged as changed:
                 last = str(changed)
-        raise BuildError(f"library '{self.spec.name}': its inputs kept changing while it was built "
-                         f"({last}); nothing was cached. If a file's modification time is in the "
-                         "future, touch it; else load again once the files are saved")
+        raise _kept_changing(self.spec.name, last)
+
+
+def build_entry(spec, root, progress=None):
+    """The published cache entry of `spec` in the cache `root` (built there if needed), read as
+    CustomOpBuilder.load reads it: again when an input changes while it builds. For builds that
+    do not load what they make (the built-in kernels at install)."""
+    for attempt in range(_BUILD_ATTEMPTS):
+        spec = spec.reread()
+        build = Build(spec, detect(root), root, progress=progress)
+        try:
+            return build.lookup() or build.build(clean=attempt > 0)
+        except InputsChanged as changed:
+            last = str(changed)
+    raise _kept_changing(spec.name, last)
+
+
+def _kept_changing(name: str, last: str) -> BuildError:
+    return BuildError(f"library '{name}': its inputs kept changing while it was built ({last}); "
+                      "nothing was cached. If a file's modification time is in the future, touch it; "
+                      "else load again once the files are saved")
 
 
 def load_inline(name, cpp_source="", backend=None, extra_cflags=None, extra_ldflags=None,

@@ -22,6 +22,19 @@ def python_abi() -> str:
 
 
 _templates_digest = None
+_abi_version = None
+
+
+def abi_version() -> int:
+    """The OPFORGE_ABI_VERSION of the headers libraries are built with (the core that loads them
+    speaks the same one), read from opforge/abi.h: a build needs no opforge._core."""
+    global _abi_version
+    if _abi_version is None:
+        import re
+
+        text = (TEMPLATES / "opforge" / "abi.h").read_text()
+        _abi_version = int(re.search(r"#define OPFORGE_ABI_VERSION (\d+)", text)[1])
+    return _abi_version
 
 
 def templates_digest() -> str:
@@ -84,9 +97,7 @@ def config_key(spec: BuildSpec, toolchain: Toolchain, cuda=None, archs=()) -> st
     flags = compile_flags(spec, cuda=cuda)
     native = cpu_identity() if any("native" in f for f in flags) else ""
     gpu = (cuda.identity, cuda_flags(spec, toolchain, archs)) if cuda is not None else ""
-    from opforge import _core   # its ABI version: libraries are built for the core that loads them
-
-    return digest(_core.ABI_VERSION, templates_digest(), toolchain.identity, flags,
+    return digest(abi_version(), templates_digest(), toolchain.identity, flags,
                   spec.extra_ldflags, spec.backend, python_abi() if spec.is_extension else "", native, gpu)
 
 
@@ -99,8 +110,9 @@ def source_key(spec: BuildSpec, toolchain: Toolchain, cuda=None, archs=()) -> st
 class Build:
     """One library's build in a cache root: lookup, then (on a miss) build and publish."""
 
-    def __init__(self, spec: BuildSpec, toolchain: Toolchain, root: Path, cuda=None):
+    def __init__(self, spec: BuildSpec, toolchain: Toolchain, root: Path, cuda=None, progress=None):
         self.spec, self.toolchain, self.root, self.cuda = spec, toolchain, root, cuda
+        self.progress = progress   # called with each line of ninja's output (pip's terminal lines)
         self.archs = ()
         if cuda is not None:
             from opforge import config
@@ -157,7 +169,7 @@ class Build:
         sup = support.support_dir(self.root, self.toolchain, support_flags(self.spec, self.cuda), self.cuda)
         plan = self._plan(workdir, sup)
         write_if_changed(workdir / "build.ninja", ninja_text(plan))
-        ok, log = run_ninja(workdir, self.spec.verbose)
+        ok, log = run_ninja(workdir, self.spec.verbose, progress=self.progress)
         if not ok and not clean and _work_folder_may_be_at_fault(log):
             # a damaged object or ninja state left by an earlier build fails every later one:
             # start this library's work folder afresh once before blaming the sources

@@ -43,7 +43,11 @@ def cache_root(create: bool = True) -> Path:
     Creates it with mode 0700 when missing. Raises CacheError if it is owned by another user,
     writable by others, or not a folder.
     """
-    root = config.cache_dir().absolute()
+    return checked_root(config.cache_dir().absolute(), create)
+
+
+def checked_root(root: Path, create: bool = True) -> Path:
+    """`root` as a cache root: created private with its folders, and checked (cache_root)."""
     if root in _checked and root.is_dir():
         return root
     if not root.exists():

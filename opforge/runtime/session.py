@@ -34,7 +34,7 @@ from opforge.runtime.plan.compiled import PlannedExecutor
 from opforge.runtime.plan.partition import KEEP_ON_DEVICE, partition, read_on_host
 from opforge.runtime.providers import custom
 from opforge.runtime.providers.cpu import library as native
-from opforge.runtime.providers.cpu import ml_encoders, ml_labels, ml_maps, optional, sequence, strings  # noqa: F401  (registers the built-in Python kernels)
+from opforge.runtime.providers.cpu.python import ml_encoders, ml_labels, ml_maps, optional, sequence, strings  # noqa: F401  (registers the built-in Python kernels)
 from opforge.runtime.providers.native import register_library
 from opforge.runtime.providers.registry import CPU, CUDA, PROVIDERS, REFERENCE, KernelRegistry, default_registry
 from opforge.runtime.session_extras import SessionExtras

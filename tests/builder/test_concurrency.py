@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 import opforge
-from helpers import run_python
+from tests.support.helpers import run_python
 
 OP = """
 #include <opforge/op.h>

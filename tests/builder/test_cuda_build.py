@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import opforge
-from cuda_support import CUDA_OPS, build_test_library, gpu_unavailable, requires_nvcc
+from tests.support.cuda_support import CUDA_OPS, build_test_library, gpu_unavailable, requires_nvcc
 from opforge.builder import cuda_arch, cuda_driver
 from opforge.builder.build import config_key
 from opforge.builder.cuda_toolchain import CudaToolchain
@@ -86,8 +86,8 @@ def test_cupy_is_imported_only_by_a_cuda_call(cache_dir, tmp_path, one_arch):
     lib = build(copy_ops(tmp_path / "ops"))   # built here; the child loads it from the cache
     code = NO_CUPY_PROBE + f"""
 import numpy as np, opforge
-sys.path.insert(0, {str(Path(__file__).parents[1])!r})
-from cuda_support import build_test_library
+sys.path.insert(0, {str(Path(__file__).parents[2])!r})
+from tests.support.cuda_support import build_test_library
 from pathlib import Path
 lib = build_test_library(Path({str(tmp_path / "ops")!r}))
 assert lib.__file__ == {lib.__file__!r}
@@ -175,7 +175,7 @@ except opforge.OpError as exc:
 
 def build_nvcc_release() -> str:
     from opforge.builder.cuda_toolchain import probe
-    from cuda_support import nvcc_path
+    from tests.support.cuda_support import nvcc_path
 
     return probe(nvcc_path())["release"]
 
@@ -214,7 +214,7 @@ def test_load_inline_builds_cuda_source(cache_dir, one_arch):
 
 @requires_nvcc
 def test_nvcc_environment_variable_is_honored(cache_dir, tmp_path, one_arch, monkeypatch):
-    from cuda_support import nvcc_path
+    from tests.support.cuda_support import nvcc_path
 
     log = tmp_path / "calls.txt"
     wrapper = tmp_path / "my-nvcc"

@@ -5,9 +5,9 @@ import sys
 import numpy as np
 import pytest
 
-import fake_cupy
+from tests.support import fake_cupy
 import opforge
-from cuda_support import build_test_library, gpu_unavailable, requires_nvcc
+from tests.support.cuda_support import build_test_library, gpu_unavailable, requires_nvcc
 from opforge.builder import cuda_driver
 
 pytestmark = requires_nvcc

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import opforge
-from helpers import EXAMPLES
+from tests.support.helpers import EXAMPLES
 from opforge.builder.depfile import read_depfile
 from opforge.builder.diagnostics import build_error
 from opforge.builder.ninja_file import NinjaPlan, ninja_text

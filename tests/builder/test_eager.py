@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import opforge
-from helpers import EXAMPLES
+from tests.support.helpers import EXAMPLES
 
 
 @pytest.fixture(scope="module")

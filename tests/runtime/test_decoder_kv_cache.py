@@ -9,7 +9,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 import opforge
-from numeric import assert_close, assert_would_catch
+from tests.support.numeric import assert_close, assert_would_catch
 
 MS = "com.microsoft"
 HIDDEN, HEADS, KV_HEADS, HEAD, FFN, VOCAB, MAX_POSITIONS = 64, 4, 2, 16, 96, 40, 32

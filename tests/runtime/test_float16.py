@@ -7,9 +7,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnxruntime as ort
 import opforge
-from numeric import assert_close, assert_would_catch, scaled_atol
-from onnx_builders import tensor
-from zoo import light_model
+from tests.support.numeric import assert_close, assert_would_catch, scaled_atol
+from tests.support.onnx_builders import tensor
+from tests.support.zoo import light_model
 
 LEVEL = opforge.GraphOptimizationLevel
 F16 = TensorProto.FLOAT16

@@ -1,4 +1,4 @@
-"""Structurally fuzzed models (tests/fuzzing.py): whatever the mutation, a session refuses with an
+"""Structurally fuzzed models (tests/support/fuzzing.py): whatever the mutation, a session refuses with an
 opforge error or runs; it never crashes, hangs or lets another exception escape.
 
 Each case runs in a worker process, so a crash or a hang is caught as a verdict. benchmarks/fuzz.py
@@ -8,8 +8,8 @@ import collections
 
 import pytest
 
-from fuzz_seeds import op_models
-from fuzzing import MUTATIONS, make_case, model_seeds, node_seeds, run_cases
+from tests.support.fuzz_seeds import op_models
+from tests.support.fuzzing import MUTATIONS, make_case, model_seeds, node_seeds, run_cases
 from opforge.runtime.providers.cpu import library as native
 
 SEED, CASES = 7, 1000
@@ -39,6 +39,6 @@ def test_the_cases_exercise_every_mutation_and_both_verdicts(outcomes):
 
 
 def test_the_cases_mutate_every_hand_built_model(outcomes):
-    """The models of ops no node test covers (tests/fuzz_seeds.py) are all in the batch."""
+    """The models of ops no node test covers (tests/support/fuzz_seeds.py) are all in the batch."""
     mutated = {case.name.split("/")[0] for case, _ in outcomes}
     assert not set(op_models()) - mutated, sorted(set(op_models()) - mutated)

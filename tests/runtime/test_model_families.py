@@ -1,14 +1,9 @@
-"""The real-model families bench_models --families times (benchmarks/model_families.py) give
+"""The real-model families bench_models --families times (tests/support/model_families.py) give
 onnxruntime's outputs, every node on a native kernel."""
-import sys
-from pathlib import Path
-
 import pytest
 
-from test_models import assert_all_native, compare_with_onnxruntime
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from model_families import FAMILIES  # noqa: E402
+from tests.support.model_check import assert_all_native, compare_with_onnxruntime
+from tests.support.model_families import FAMILIES
 
 
 @pytest.mark.parametrize("name", sorted(FAMILIES))

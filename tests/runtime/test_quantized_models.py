@@ -3,7 +3,7 @@ they hold com.microsoft fusions), against onnxruntime: every integer tensor of t
 element for element, float outputs close, and no node on the reference fallback.
 
 The models are built here: squeezenet from the light zoo (seeded random weights, 64x64 input) and
-the transformer encoder layer of test_transformers, quantized by `quantize_dynamic` and
+the transformer encoder layer of tests/support/transformer_models.py, quantized by `quantize_dynamic` and
 `quantize_static` (a seeded calibration reader), or optimized by onnxruntime at the extended level
 and saved with `optimized_model_filepath`.
 """
@@ -15,49 +15,18 @@ import logging
 import numpy as np
 import onnx
 import pytest
-from onnx import numpy_helper, version_converter
+from onnx import numpy_helper
 
 import onnxruntime as ort
 import opforge
-from exact_integers import exact_form
-from numeric import assert_close, scaled_atol
-from test_models import with_probes
-from test_transformers import encoder_layer
-from zoo import light_model
+from tests.support.exact_integers import exact_form
+from tests.support.numeric import assert_close, scaled_atol
+from tests.support.model_check import with_probes
+from tests.support.transformer_models import encoder_layer
 
 quantization = pytest.importorskip("onnxruntime.quantization")
+from tests.support.quantized_models import Calibration, squeezenet  # noqa: E402  (needs the quantizer)
 INTEGER_DTYPES = (np.dtype(np.uint8), np.dtype(np.int8), np.dtype(np.int32))
-
-
-def squeezenet(size: int = 64) -> onnx.ModelProto:
-    """light_squeezenet with seeded weights, its bias inputs made initializers, at opset 13 (the
-    quantizer's minimum) and a size x size input."""
-    model = light_model("light_squeezenet")
-    rng = np.random.default_rng(1)
-    constants = {t.name for t in model.graph.initializer}
-    data = [i for i in model.graph.input if len(i.type.tensor_type.shape.dim) == 4 and i.name not in constants]
-    for value in model.graph.input:
-        if value not in data and value.name not in constants:
-            shape = [d.dim_value for d in value.type.tensor_type.shape.dim]
-            model.graph.initializer.append(numpy_helper.from_array(
-                (rng.standard_normal(shape) * 0.05).astype(np.float32), value.name))
-    del model.graph.input[:]
-    model.graph.input.extend(data)
-    for dim in model.graph.input[0].type.tensor_type.shape.dim[2:]:
-        dim.dim_value = size
-    del model.graph.value_info[:]
-    model.ir_version = 7  # the converter wants initializers that need not be graph inputs
-    return version_converter.convert_version(model, 13)
-
-
-class Calibration(quantization.CalibrationDataReader):
-    """A fixed list of feeds for quantize_static."""
-
-    def __init__(self, feeds):
-        self.feeds = iter(feeds)
-
-    def get_next(self):
-        return next(self.feeds, None)
 
 
 def cnn_feeds(seed):

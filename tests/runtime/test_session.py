@@ -5,7 +5,7 @@ import onnxruntime
 import pytest
 from onnx import TensorProto, helper
 
-from onnx_builders import chain_model, model, onnxruntime_outputs, tensor
+from tests.support.onnx_builders import chain_model, model, onnxruntime_outputs, tensor
 from opforge.runtime import (FeedError, GraphOptimizationLevel, InferenceSession, KernelError,
                              KernelNotFoundError, RunCancelledError, RunOptions, SessionOptions)
 from opforge.runtime.providers.registry import CPU, REFERENCE

@@ -13,18 +13,15 @@ from opforge.runtime.graph.types import TensorType
 from opforge.runtime.passes.pack_matmul_weights import OPFORGE, PANEL, _cpu_flags, pack_weights
 from opforge.runtime.passes.rewrite import MICROSOFT, Uses, attribute, can_bind, constant, new_initializer
 
-# Which convs pack. Measured on every distinct single-group conv of the onnx wheel's light zoo
-# (200 shapes; Zen 5, 1 and 2 threads, PackedConv against conv_gemm_f32, each conv alone):
-# packing wins on nearly all of them; summed over a model's convs, all packed against none,
-# resnet50 at 1 thread 16.4 / 18.4 ms, inception_v1 11.3 / 13.5, squeezenet 2.34 / 2.51
-# (3x3 of 16 input channels on 55x55: 0.243 / 0.295 ms). It loses where
+# Which convs pack: measured on every distinct single-group conv of the onnx wheel's light zoo
+# (PackedConv against conv_gemm_f32, each conv alone, 1 and 2 threads; the figures are in the
+# commit that set these). Packing wins on nearly all of them. It loses where
 # - the input has at most MAX_DIRECT_CHANNELS channels (a network's first conv), which
-#   conv_gemm_f32 reads in place: VGG's 3x3 on 3x224x224 1.12 ms unpacked, 1.97 packed;
-# - a 1x1 conv's M leaves much of its last 32-channel panel empty (M = 16: 1.27-1.46x;
-#   M = 48: 1.07-1.14x; M = 112 and 144, 1.14 and 1.11 panels' worth, break even), or its
-#   sum is short and M large (K = 32..64, M >= 128: 1.05-1.10x at 1 thread);
+#   conv_gemm_f32 reads in place;
+# - a 1x1 conv's M leaves much of its last 32-channel panel empty (up to about 1.15 panels'
+#   worth breaks even), or its sum is short and M large;
 # - any conv's M is a small part of its panels (M = 16 or 24); with longer sums a 3x3 or
-#   5x5 of M = 48 still gains (0.66x).
+#   5x5 of M = 48 still gains.
 MAX_DIRECT_CHANNELS = 4
 MIN_K_POINTWISE, MAX_M_SHORT_POINTWISE = 128, 64
 MAX_PANEL_WASTE_POINTWISE, MAX_PANEL_WASTE = 1.15, 1.34

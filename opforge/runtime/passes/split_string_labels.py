@@ -9,8 +9,8 @@ import onnx
 
 from opforge.runtime.graph.graph import Graph, Node
 from opforge.runtime.passes.rewrite import can_bind
-from opforge.runtime.providers.cpu.ml_encoders import ML
-from opforge.runtime.providers.cpu.ml_labels import INT_LABELS
+from opforge.runtime.providers.cpu.python.ml_encoders import ML
+from opforge.runtime.providers.cpu.python.ml_labels import INT_LABELS
 
 
 def split_string_labels(graph: Graph, context) -> int:

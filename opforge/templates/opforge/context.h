@@ -212,8 +212,7 @@ class KernelContext {
 
  private:
   /// fn(0, n) from a function of its own, as the pool's chunks call it: inlined into its caller,
-  /// GCC can give up inlining fn's per-element work and call it per element, unvectorised
-  /// (a 1-thread Gelu ran 15x slower than the same loop on a pool thread).
+  /// GCC can give up inlining fn's per-element work and call it per element, unvectorised.
   template <class F> __attribute__((noinline)) static void run_whole(F& fn, int64_t n) { fn(int64_t(0), n); }
 
   struct Release {

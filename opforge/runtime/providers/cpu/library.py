@@ -1,4 +1,5 @@
-"""opforge's built-in CPU kernels: the C++ sources in this folder, on the same op contract as user ops.
+"""opforge's built-in CPU kernels: the C++ sources of this folder's family folders, on the same op
+contract as user ops.
 
 They link OpenBLAS from the scipy-openblas32 wheel for Gemm, MatMul and Conv. `pip install`
 compiles them once, for the installing machine (`build_prebuilt`, called by setup.py), into a
@@ -43,17 +44,20 @@ def blas_flags(rpath: bool = True) -> "tuple[list, list]":
 
 
 def kernel_sources(files=None) -> list:
-    """The kernel sources: every .cpp in this folder, or just the named ones."""
+    """The kernel sources: every .cpp of the family folders here, or just the named ones (a
+    file name, or its path below this folder)."""
+    every = sorted(KERNEL_DIR.glob("*/*.cpp"))
     if files:
-        return [KERNEL_DIR / f for f in files]
-    return sorted(KERNEL_DIR.glob("*.cpp"))
+        by_name = {p.name: p for p in every}
+        return [by_name.get(f) or KERNEL_DIR / f for f in files]
+    return every
 
 
 def inputs_digest() -> str:
     """A digest of everything the kernel library is compiled from: its sources and headers and
     the op headers and support source opforge ships (the prebuilt library must match them)."""
     h = hashlib.sha256()
-    files = sorted(p for p in KERNEL_DIR.iterdir() if p.suffix in (".cpp", ".h"))
+    files = sorted(p for p in KERNEL_DIR.glob("*/*") if p.suffix in (".cpp", ".h"))
     files += sorted(p for p in TEMPLATES.rglob("*") if p.is_file())
     for path in files:
         h.update(str(path.relative_to(KERNEL_DIR.parents[2])).encode())
@@ -223,33 +227,29 @@ class _TerminalProgress:
 
 
 def build_prebuilt(work: Path, verbose: bool = False) -> Path:
-    """Compiles the kernel library into the package (PREBUILT, with its STAMP), using ninja in
-    the folder `work`. Called by setup.py at install; raises RuntimeError if the build fails."""
-    from opforge.builder.ninja_file import NinjaPlan, ninja_text
-    from opforge.builder.runner import run_ninja
-    from opforge.builder.spec import BASE_CFLAGS
-    from opforge.builder.toolchain import cpu_identity
+    """Compiles the kernel library into the package (PREBUILT, with its STAMP) through the
+    builder, as any user library is built (its support object, depfiles, diagnostics), with a
+    cache of its own under the folder `work`. Called by setup.py at install; raises BuildError
+    naming the first compiler error if the build fails."""
+    import shutil
 
-    work = Path(work).absolute()
-    (work / "obj").mkdir(parents=True, exist_ok=True)
+    from opforge.builder.api import build_entry
+    from opforge.builder.spec import make_spec
+    from opforge.builder.toolchain import cpu_identity
+    from opforge.cache.root import checked_root
+
+    root = checked_root(Path(work).absolute() / "cache")
     blas_cflags, blas_ldflags = blas_flags(rpath=False)
-    cflags = (*BASE_CFLAGS, *KERNEL_CFLAGS, f"-I{TEMPLATES}", f"-I{KERNEL_DIR}", *blas_cflags)
-    sources = kernel_sources() + [TEMPLATES / "src" / "opforge_support.cpp"]
-    compiles = tuple((str(work / "obj" / f"{src.stem}.o"), str(src)) for src in sources)
-    output = work / PREBUILT.name
-    plan = NinjaPlan(tuple(os.environ.get("CXX", "c++").split()), cflags, ("-shared", *blas_ldflags),
-                     compiles, (), str(output))
-    (work / "build.ninja").write_text(ninja_text(plan))
+    spec = make_spec(LIBRARY_NAME, kernel_sources(), extra_cflags=KERNEL_CFLAGS + blas_cflags,
+                     extra_ldflags=blas_ldflags, extra_include_paths=[KERNEL_DIR], verbose=verbose)
     # the digest of the sources as they are when compiling starts: a source added or edited
     # during the build must leave the library stale, not stamped current
     inputs = inputs_digest()
     with _TerminalProgress("opforge: compiling the built-in CPU kernels") as progress:
-        ok, log = run_ninja(work, verbose, echo=True, progress=progress)   # [n/N] lines for `pip install -v`
-    if not ok:
-        raise RuntimeError(f"building opforge's CPU kernels failed:\n{log[-5000:]}")
+        entry = build_entry(spec, root, progress)
     tmp = PREBUILT.with_name(PREBUILT.name + ".tmp")
-    tmp.write_bytes(output.read_bytes())
+    shutil.copyfile(entry.artifact, tmp)
     os.replace(tmp, PREBUILT)
-    STAMP.write_text(json.dumps({"inputs": inputs, "cpu": cpu_identity(),
-                                 "compiler": _compiler_version(), "cflags": list(cflags)}, indent=1))
+    STAMP.write_text(json.dumps({"inputs": inputs, "cpu": cpu_identity(), "compiler": _compiler_version(),
+                                 "cflags": list(spec.extra_cflags)}, indent=1))
     return PREBUILT

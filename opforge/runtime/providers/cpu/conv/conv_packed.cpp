@@ -1,0 +1,334 @@
+// conv_packed.cpp: com.opforge's PackedConv, a float32 convolution whose weights the session
+// packed once (runtime/passes/pack_conv_weights.py) as (ceil(M / 32), K, 32) panels of output
+// channels, K = input channels x taps, zero past M.
+//
+// The register tile runs the other way round from conv_gemm_f32's: its vectors hold 32 output
+// channels (a panel's row), its rows up to 12 output positions of one output row, each
+// broadcasting its input value at every k. No lane is wasted on a small map (a 7x7 map fills 49
+// of the 64 lanes of position tiles), and the input is never packed: it is read where it lies,
+// or from conv_source.h's copy when the conv pads or strides, at a per-k offset. The rows of a
+// tile start from the bias and go to a scratch block (positions x 32) kept across K blocks; the
+// last K block transposes them in registers into Y's channel rows, with Z and the activation.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "conv/conv_pack.h"
+#include "conv/conv_run.h"
+#include "conv/conv_source.h"
+#include "conv/conv_tiles.h"
+#include "common/kernel_paths.h"
+
+namespace opforge_conv {
+namespace {
+
+constexpr int64_t kPanel = 32;   ///< output channels per packed panel (two vectors)
+constexpr int64_t kRows = 12;    ///< output positions per tile at most
+constexpr int64_t kBlockK = 128; ///< K rows per block: a panel's block is 16 KB, kept in L1 beside the input lines
+constexpr int64_t kTasksPerThread = 4;
+constexpr int64_t kTaskPositions = 1024;  ///< positions per task at most: its scratch (128 KB) stays in L2
+/// How far ahead of its k the tile asks for the panel's rows (8 KB): in a model whose weights
+/// outgrow L3 the panels come from memory, and the hardware prefetcher alone left the tiles
+/// waiting on them.
+constexpr int64_t kPrefetchRows = 64;
+
+/// The window and channel counts of a PackedConv, from X, the attributes and M.
+template <class Ctx>
+ConvShape packed_shape(const Ctx& ctx) {
+  const Tensor x = ctx.input(0), w = ctx.input(1);
+  const auto kernel = ctx.template attr<std::vector<int64_t>>("kernel_shape");
+  ConvShape s;
+  s.w = opforge_nn::forward_window(ctx, x, kernel);
+  s.n = x.size(0), s.c = x.size(1), s.m = ctx.template attr<int64_t>("M");
+  s.group = 1, s.cg = s.c, s.mg = s.m;
+  OPFORGE_CHECK(s.m > 0, "attribute M must be positive, got ", s.m);
+  OPFORGE_CHECK(w.ndim() == 3 && w.size(2) == kPanel, "input W must be packed as (panels, K, ", kPanel, ")");
+  OPFORGE_CHECK(w.size(0) < 0 || w.size(0) == (s.m + kPanel - 1) / kPanel, "input W has ", w.size(0),
+                " panels; M=", s.m, " needs ", (s.m + kPanel - 1) / kPanel);
+  OPFORGE_CHECK(s.c < 0 || w.size(1) < 0 || w.size(1) == s.c * s.w.k_size(), "packed W has K=", w.size(1),
+                " but X's channels times the kernel's taps are ", s.c * s.w.k_size());
+  if (ctx.has_input(2)) {
+    const Tensor b = ctx.input(2);
+    OPFORGE_CHECK(b.ndim() == 1 && (b.size(0) < 0 || b.size(0) == s.m), "bias B must have shape (", s.m, ")");
+  }
+  return s;
+}
+
+void packed_conv_infer(InferContext& ctx) {
+  epilogue_attrs(ctx);
+  const ConvShape s = packed_shape(ctx);
+  const std::vector<int64_t> out = conv_output_dims(s);
+  if (ctx.has_input(3)) {
+    const Tensor z = ctx.input(3);
+    bool same = z.ndim() == int(out.size());
+    for (int d = 0; same && d < z.ndim(); ++d) same = z.size(d) < 0 || out[size_t(d)] < 0 || z.size(d) == out[size_t(d)];
+    OPFORGE_CHECK(same, "input Z must have the output's shape");
+  }
+  ctx.set_output(0, opforge::f32, out);
+}
+
+int64_t packed_conv_workspace(InferContext& ctx) {
+  const ConvShape s = packed_shape(ctx);
+  const Source src = source_for(s.w);
+  return src.copied && s.n >= 0 && s.c >= 0 ? s.n * s.c * src.channel() * int64_t(sizeof(float)) : 0;
+}
+
+#if defined(__AVX512F__)
+
+/// Up to 12 positions (rows) of one output row, where row r reads a[r] at each k's offset.
+struct RowBlock {
+  int64_t src, y;  ///< offset of its first position in the source plane, and in Y's plane
+  int rows;
+};
+
+/// v[0, 16) transposed in place: lane j of v[i] becomes lane i of v[j] (four rounds of shuffles,
+/// 64 in all). The all-lanes masked forms spare GCC 12 an undefined source operand it warns of.
+__attribute__((always_inline)) inline void transpose16(__m512 v[16]) {
+  constexpr __mmask16 all = 0xFFFF;
+  __m512 t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 16; i += 2) {  // lane L of t[i] / t[i + 1]: rows i, i + 1 at columns 4L, 4L + 1 / 4L + 2, 4L + 3
+    t[i] = _mm512_mask_unpacklo_ps(v[i], all, v[i], v[i + 1]);
+    t[i + 1] = _mm512_mask_unpackhi_ps(v[i], all, v[i], v[i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < 16; g += 4) {  // lane L of v[g + j]: rows g .. g + 3 at column 4L + j
+    v[g] = _mm512_mask_shuffle_ps(t[g], all, t[g], t[g + 2], 0x44);
+    v[g + 1] = _mm512_mask_shuffle_ps(t[g], all, t[g], t[g + 2], 0xEE);
+    v[g + 2] = _mm512_mask_shuffle_ps(t[g + 1], all, t[g + 1], t[g + 3], 0x44);
+    v[g + 3] = _mm512_mask_shuffle_ps(t[g + 1], all, t[g + 1], t[g + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j)  // t[h + j] / t[h + 4 + j]: columns j, j + 8 / j + 4, j + 12 of rows h .. h + 7
+    for (int h = 0; h < 16; h += 8) {
+      t[h + j] = _mm512_mask_shuffle_f32x4(v[h + j], all, v[h + j], v[h + 4 + j], 0x88);
+      t[h + 4 + j] = _mm512_mask_shuffle_f32x4(v[h + j], all, v[h + j], v[h + 4 + j], 0xDD);
+    }
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {  // whole columns j and j + 8
+    v[j] = _mm512_mask_shuffle_f32x4(t[j], all, t[j], t[j + 8], 0x88);
+    v[j + 8] = _mm512_mask_shuffle_f32x4(t[j], all, t[j], t[j + 8], 0xDD);
+  }
+}
+
+/// Where a tile's last K block goes: output channels [0, count) of its panel, each a row of Y
+/// (and of Z) `pitch` floats apart, its R positions at y / z; the register activation applied.
+struct Finish {
+  float* y;
+  const float* z;
+  int64_t pitch;
+  int count;
+  const Epilogue* e;
+  bool act;
+};
+
+/// T rows [0, R) (32 floats each) (+)= the block's positions x the panel's kc rows; the first
+/// block starts from the panel's bias (as conv_gemm_f32's tiles do, so that both round alike).
+/// With `f`, the last block transposes its sums in registers and stores them as Y's channel
+/// rows, with Z and the activation (nothing goes through T).
+template <int R>
+void tile(const float* a, const int64_t* koff, const float* b, int64_t kc, float* t, const float* bias,
+          const Finish* f) {
+  __m512 lo[R], hi[R];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    lo[r] = bias ? _mm512_loadu_ps(bias) : _mm512_loadu_ps(t + r * kPanel);
+    hi[r] = bias ? _mm512_loadu_ps(bias + 16) : _mm512_loadu_ps(t + r * kPanel + 16);
+  }
+  for (int64_t k = 0; k < kc; ++k, b += kPanel) {
+    // past the panel's end: the next panel's rows (or no memory of ours, which a prefetch may name)
+    _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchRows * kPanel), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchRows * kPanel + 16), _MM_HINT_T0);
+    const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+    const float* ak = a + koff[k];
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(ak[r]);
+      lo[r] = _mm512_fmadd_ps(av, b0, lo[r]);
+      hi[r] = _mm512_fmadd_ps(av, b1, hi[r]);
+    }
+  }
+  if (!f) {
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      _mm512_storeu_ps(t + r * kPanel, lo[r]);
+      _mm512_storeu_ps(t + r * kPanel + 16, hi[r]);
+    }
+    return;
+  }
+  const __mmask16 mask = tiles::first_lanes(R);
+  for (int h = 0; h < 2 && h * 16 < f->count; ++h) {
+    __m512 v[16];
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) v[r] = r < R ? (h == 0 ? lo[r] : hi[r]) : _mm512_setzero_ps();
+    transpose16(v);
+    const int channels = std::min(16, f->count - h * 16);
+    for (int c = 0; c < channels; ++c) {
+      const int64_t at = (h * 16 + c) * f->pitch;
+      __m512 out = v[c];
+      if (f->z) out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(mask, f->z + at));
+      if (f->act) out = tiles::activate(out, *f->e);
+      _mm512_mask_storeu_ps(f->y + at, mask, out);
+    }
+  }
+}
+
+void run_tile(int rows, const float* a, const int64_t* koff, const float* b, int64_t kc, float* t, const float* bias,
+              const Finish* f) {
+  switch (rows) {
+    case 1: return tile<1>(a, koff, b, kc, t, bias, f);
+    case 2: return tile<2>(a, koff, b, kc, t, bias, f);
+    case 3: return tile<3>(a, koff, b, kc, t, bias, f);
+    case 4: return tile<4>(a, koff, b, kc, t, bias, f);
+    case 5: return tile<5>(a, koff, b, kc, t, bias, f);
+    case 6: return tile<6>(a, koff, b, kc, t, bias, f);
+    case 7: return tile<7>(a, koff, b, kc, t, bias, f);
+    case 8: return tile<8>(a, koff, b, kc, t, bias, f);
+    case 9: return tile<9>(a, koff, b, kc, t, bias, f);
+    case 10: return tile<10>(a, koff, b, kc, t, bias, f);
+    case 11: return tile<11>(a, koff, b, kc, t, bias, f);
+    default: return tile<12>(a, koff, b, kc, t, bias, f);
+  }
+}
+
+/// Each output row cut into near-equal blocks of at most kRows positions.
+std::vector<RowBlock> row_blocks(const Window& w, const Source& src) {
+  std::vector<RowBlock> out;
+  const int64_t width = w.out[2], pieces = (width + kRows - 1) / kRows;
+  for (int64_t d = 0; d < w.out[0]; ++d)
+    for (int64_t h = 0; h < w.out[1]; ++h)
+      for (int64_t i = 0; i < pieces; ++i) {
+        const int64_t c0 = i * width / pieces, c1 = (i + 1) * width / pieces;
+        out.push_back({(d * src.dims[1] + h) * src.dims[2] + c0, (d * w.out[1] + h) * width + c0, int(c1 - c0)});
+      }
+  return out;
+}
+
+/// The operands of one run.
+struct Job {
+  const ConvShape& s;
+  const float *src, *w, *z;
+  std::vector<float> bias;    ///< per output channel, zero past M (and where B is absent)
+  int64_t cstride, k;
+  std::vector<int64_t> koff;  ///< per k = (channel, tap): its offset from a position
+  std::vector<RowBlock> blocks;
+  float* y;
+  const Epilogue& e;
+};
+
+/// Panel `panel` of image `image` at row blocks [b0, b1): every K block, the last one stored
+/// into Y by the tiles themselves, then the activations not applied in registers.
+void run_task(const Job& job, int64_t image, int64_t panel, int64_t b0, int64_t b1) {
+  thread_local std::vector<float> scratch;
+  int64_t positions = 0;
+  for (int64_t b = b0; b < b1; ++b) positions += job.blocks[size_t(b)].rows;
+  // the sums between K blocks; grown, never shrunk (growing zeroes what the first block writes)
+  if (scratch.size() < size_t(positions * kPanel)) scratch.resize(size_t(positions * kPanel));
+  const float* src = job.src + image * job.s.c * job.cstride;
+  const float* wp = job.w + panel * job.k * kPanel;
+  const int64_t m0 = panel * kPanel, p = job.s.w.out_size(), first_row = (image * job.s.m + m0) * p;
+  const bool act = tiles::in_register(job.e.act);
+  Finish f{nullptr, nullptr, p, int(std::min(kPanel, job.s.m - m0)), &job.e, act && job.e.act != Activation::None};
+  for (int64_t k0 = 0; k0 < job.k; k0 += kBlockK) {
+    const int64_t kc = std::min(kBlockK, job.k - k0);
+    const bool last = k0 + kc >= job.k;
+    float* t = scratch.data();
+    for (int64_t b = b0; b < b1; ++b) {
+      const RowBlock& rb = job.blocks[size_t(b)];
+      f.y = job.y + first_row + rb.y;
+      f.z = job.z ? job.z + first_row + rb.y : nullptr;
+      run_tile(rb.rows, src + rb.src, job.koff.data() + k0, wp + k0 * kPanel, kc, t,
+               k0 == 0 ? job.bias.data() + m0 : nullptr, last ? &f : nullptr);
+      t += rb.rows * kPanel;
+    }
+  }
+  if (!act)
+    for (const RowBlock* rb = &job.blocks[size_t(b0)]; rb != job.blocks.data() + b1; ++rb)
+      activate_rows(job.e, job.y + first_row, p, f.count, rb->y, rb->y + rb->rows);
+}
+
+void packed_conv_compute(KernelContext& ctx) {
+  OPFORGE_KERNEL_PATH("conv.packed");
+  const Epilogue e = epilogue_attrs(ctx);
+  const ConvShape s = packed_shape(ctx);
+  const Tensor x = ctx.input(0), y = ctx.output(0);
+  if (y.numel() == 0) return;
+  const char *xb = static_cast<const char*>(x.raw()), *yb = static_cast<const char*>(y.raw());
+  std::vector<float> aside;  // Y planned over X, which the tiles read to the end: computed aside
+  if (xb < yb + y.nbytes() && yb < xb + x.nbytes()) aside.resize(size_t(y.numel()));
+  const Source src = source_for(s.w);
+  const int64_t panels = (s.m + kPanel - 1) / kPanel;
+  Job job{s, x.data<float>(), ctx.input(1).data<float>(), ctx.has_input(3) ? ctx.input(3).data<float>() : nullptr,
+          std::vector<float>(size_t(panels * kPanel), 0.f), src.channel(), s.c * s.w.k_size(), {}, {},
+          aside.empty() ? y.data<float>() : aside.data(), e};
+  if (src.copied) {
+    OPFORGE_CHECK(ctx.workspace_bytes() >= s.n * s.c * src.channel() * int64_t(sizeof(float)),
+                  "the workspace is smaller than the input's copy");
+    float* copy = ctx.workspace<float>();
+    copy_source(ctx, s.w, src, s.n * s.c, job.src, copy);
+    job.src = copy;
+  }
+  for (int64_t c = 0; c < s.c; ++c)
+    for (int64_t kd = 0; kd < s.w.k[0]; ++kd)
+      for (int64_t kh = 0; kh < s.w.k[1]; ++kh)
+        for (int64_t kw = 0; kw < s.w.k[2]; ++kw) {
+          const int64_t k[3] = {kd, kh, kw};
+          job.koff.push_back(c * job.cstride + src.tap_offset(s.w, k));
+        }
+  job.blocks = row_blocks(s.w, src);
+  if (ctx.has_input(2)) std::copy_n(ctx.input(2).data<float>(), s.m, job.bias.begin());
+  const int64_t nb = int64_t(job.blocks.size());
+  const int64_t units = s.n * panels, want = ctx.num_threads() > 1 ? ctx.num_threads() * kTasksPerThread : 1;
+  // Where the packed weights outweigh the maps, tasks go panel by panel, so each thread streams
+  // its own panels (from memory, in a model whose weights outgrow the caches): inception_v2's
+  // 3x3 convs on 14x14 maps. Elsewhere at least a chunk of the map per thread, and tasks go
+  // chunk by chunk, so each thread takes a run of positions over every panel: the parts of X
+  // and Y it touches are those the convs before and after it (cut by positions too) touched on
+  // the same thread. Cutting every conv one way or the other was slower than choosing per conv.
+  const bool by_panel = panels * job.k * kPanel > s.n * (s.c * job.cstride + s.m * s.w.out_size());
+  int64_t chunks = std::max((want + units - 1) / units, (s.w.out_size() + kTaskPositions - 1) / kTaskPositions);
+  if (!by_panel) chunks = std::max<int64_t>(chunks, ctx.num_threads());
+  chunks = std::clamp<int64_t>(chunks, 1, nb);
+  ctx.parallel_for(units * chunks, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t unit = by_panel ? t / chunks : t % units, chunk = by_panel ? t % chunks : t / units;
+      run_task(job, unit / panels, unit % panels, chunk * nb / chunks, (chunk + 1) * nb / chunks);
+    }
+  });
+  if (!aside.empty()) std::copy(aside.begin(), aside.end(), y.data<float>());
+}
+
+#else
+
+void packed_conv_compute(KernelContext&) {
+  throw opforge::Error("PackedConv needs a CPU with AVX-512F (the session packs conv weights only there)");
+}
+
+#endif  // __AVX512F__
+
+}  // namespace
+}  // namespace opforge_conv
+
+OPFORGE_OP(PackedConv)
+    .domain("com.opforge")
+    .since(1)
+    .doc("A float32 convolution of one group, Y = activation(Conv(X, W) + B + Z), with W packed by the session "
+         "as (ceil(M / 32), C x taps, 32) panels of output channels; attributes as FusedConv's.")
+    .input("X", {opforge::f32})
+    .input("W", {opforge::f32})
+    .optional_input("B", {opforge::f32})
+    .optional_input("Z", {opforge::f32})
+    .output("Y")
+    .required_attr("M", opforge::AttrType::Int, "output channels (the packed panels are padded to 32)")
+    .required_attr("kernel_shape", opforge::AttrType::Ints, "the kernel's spatial dims")
+    .attr("activation", "", "Relu, Tanh, Sigmoid, LeakyRelu, Clip, HardSigmoid, or empty for none")
+    .optional_attr("activation_params", opforge::AttrType::Floats,
+                   "LeakyRelu: alpha; Clip: min, max; HardSigmoid: alpha, beta")
+    .attr("auto_pad", "NOTSET")
+    .optional_attr("dilations", opforge::AttrType::Ints)
+    .optional_attr("pads", opforge::AttrType::Ints)
+    .optional_attr("strides", opforge::AttrType::Ints)
+    .inplace(0, 3)
+    .infer(opforge_conv::packed_conv_infer)
+    .workspace(opforge_conv::packed_conv_workspace)
+    .compute(opforge_conv::packed_conv_compute);

@@ -1,0 +1,12 @@
+// pool_f32.h: the AVX-512 path of 2-D float32 MaxPool and AveragePool (pool_f32.cpp).
+#pragma once
+
+#include "pool/pool_window.h"
+
+namespace opforge_nn {
+
+/// Pools ctx's input 0 into output 0 (max, or the mean counting padded taps when include_pad);
+/// false when this window or CPU has no such path (the generic loop then runs).
+bool pool_f32(KernelContext& ctx, const PoolPlan& plan, bool max, bool include_pad);
+
+}  // namespace opforge_nn

@@ -1,0 +1,138 @@
+"""Conv and FusedConv on weights packed at session creation (com.opforge PackedConv,
+pack_conv_weights) against onnxruntime: output channels that leave a panel part-full, output rows
+cut into several row blocks, strides, asymmetric pads, dilation, non-square kernels, batches,
+maps cut into several tasks, every fused activation with and without Z, two threads, and the
+convs that must stay unpacked."""
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+import onnxruntime as ort
+import opforge
+from tests.support.numeric import assert_close, assert_would_catch, scaled_atol
+from tests.support.onnx_builders import tensor
+
+LEVEL = opforge.GraphOptimizationLevel
+RTOL, ATOL = 1e-5, 1e-5
+rng = np.random.default_rng(0)
+_CPUINFO = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+pytestmark = pytest.mark.skipif(" avx512f" not in _CPUINFO, reason="PackedConv runs on AVX-512F only")
+
+
+def conv_model(x_shape, w_shape, op="Conv", z=False, **attrs):
+    """x -> Conv or com.microsoft FusedConv (w, b[, z]) -> y, with fan-in scaled weights so the
+    clipping activations see both sides."""
+    w = (rng.standard_normal(w_shape) / np.sqrt(np.prod(w_shape[1:]))).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32)
+    names, inputs = ["x", "w", "b"], [tensor("x", list(x_shape))]
+    if z:
+        names.append("z")
+        inputs.append(tensor("z", out_shape(x_shape, w_shape, attrs)))
+    domain = "com.microsoft" if op == "FusedConv" else ""
+    node = helper.make_node(op, names, ["y"], name="conv", domain=domain, **attrs)
+    graph = helper.make_graph([node], "g", inputs, [tensor("y", None)],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    opsets = [helper.make_opsetid("", 17)] + ([helper.make_opsetid("com.microsoft", 1)] if domain else [])
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = 8
+    return model
+
+
+def session(model, threads=1, level=LEVEL.ORT_ENABLE_ALL):
+    options = opforge.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.graph_optimization_level = level
+    return opforge.InferenceSession(model.SerializeToString(), options)
+
+
+def ops(sess):
+    return [op for _, op, _ in sess.node_providers()]
+
+
+def check(model, feeds, threads=1, packed=True):
+    sess = session(model, threads)
+    assert ops(sess) == (["PackedConv"] if packed else [model.graph.node[0].op_type])
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    for _ in range(2):   # the first run records, the second runs the compiled plan
+        got = sess.run(None, feeds)[0]
+        assert_close(got, want, RTOL, scaled_atol(want, ATOL), "PackedConv vs onnxruntime")
+    assert_would_catch(got, want, RTOL, scaled_atol(want, ATOL), "PackedConv vs onnxruntime")
+
+
+def feeds(x_shape, y_shape=None):
+    out = {"x": rng.standard_normal(x_shape).astype(np.float32)}
+    if y_shape is not None:
+        out["z"] = rng.standard_normal(y_shape).astype(np.float32)
+    return out
+
+
+# (X shape, W shape, attributes): all convs that pack_conv_weights packs
+CASES = {
+    "3x3_k432": ((1, 48, 13, 13), (50, 48, 3, 3), dict(pads=[1, 1, 1, 1])),
+    # 56 outputs: a full panel and one of 24; rows of 29 in blocks of 10, 10 and 9
+    "3x3": ((1, 64, 29, 29), (56, 64, 3, 3), dict(pads=[1, 1, 1, 1])),
+    "stride2_pads": ((2, 60, 17, 15), (52, 60, 3, 3), dict(strides=[2, 2], pads=[1, 0, 1, 2])),
+    "dilation": ((1, 64, 16, 16), (32, 64, 3, 3), dict(dilations=[2, 2], pads=[2, 2, 2, 2])),
+    "5x3": ((1, 40, 12, 14), (48, 40, 5, 3), dict(pads=[2, 1, 2, 1])),
+    "1x1_long_sum": ((1, 1024, 7, 7), (90, 1024, 1, 1), {}),
+    "1x1_stride2_small_map": ((1, 512, 13, 13), (60, 512, 1, 1), dict(strides=[2, 2])),
+    "1x1_short_sum": ((1, 16, 20, 20), (64, 16, 1, 1), {}),
+    # 1600 positions: the map is cut into tasks of at most 1024 even on one thread
+    "large_map": ((1, 64, 40, 40), (30, 64, 3, 3), dict(pads=[1, 1, 1, 1])),
+}
+
+
+def out_shape(x_shape, w_shape, attrs):
+    pads, strides, dil = attrs.get("pads", [0] * 4), attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1])
+    return [x_shape[0], w_shape[0]] + [
+        (x_shape[2 + i] + pads[i] + pads[i + 2] - dil[i] * (w_shape[2 + i] - 1) - 1) // strides[i] + 1 for i in range(2)]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("threads", [1, 2])
+def test_packed_conv_matches_onnxruntime(case, threads):
+    x_shape, w_shape, attrs = CASES[case]
+    check(conv_model(x_shape, w_shape, **attrs), feeds(x_shape), threads)
+
+
+ACTIVATIONS = [("", []), ("Relu", []), ("Tanh", []), ("Sigmoid", []), ("LeakyRelu", [0.1]),
+               ("Clip", [-0.4, 0.6]), ("HardSigmoid", [0.3, 0.5])]
+
+
+@pytest.mark.parametrize("act,params", ACTIVATIONS)
+@pytest.mark.parametrize("z", [False, True])
+def test_fused_conv_epilogue(act, params, z):
+    x_shape, w_shape, attrs = CASES["stride2_pads"]
+    if act:   # onnxruntime refuses an empty activation
+        attrs = dict(attrs, activation=act, **({"activation_params": params} if params else {}))
+    model = conv_model(x_shape, w_shape, op="FusedConv", z=z, **attrs)
+    check(model, feeds(x_shape, out_shape(x_shape, w_shape, attrs) if z else None), threads=2)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs", [
+    ((1, 3, 32, 32), (64, 3, 3, 3), dict(pads=[1, 1, 1, 1])),     # 3 input channels: read in place
+    ((1, 128, 27, 27), (16, 128, 1, 1), {}),                      # 1x1, M = 16: half a panel
+    ((1, 512, 13, 13), (48, 512, 1, 1), {}),                      # 1x1, M = 48: a third of a panel empty
+    ((1, 32, 14, 14), (128, 32, 1, 1), {}),                       # 1x1, K = 32 and M = 128
+    ((1, 40, 12, 14), (20, 40, 3, 3), dict(pads=[1, 1, 1, 1])),   # 3x3, M = 20
+    ((1, 64, 14, 14), (64, 32, 3, 3), dict(pads=[1, 1, 1, 1], group=2)),
+])
+def test_convs_that_stay_unpacked(x_shape, w_shape, attrs):
+    check(conv_model(x_shape, w_shape, **attrs), feeds(x_shape), packed=False)
+
+
+def test_weights_fed_at_run_time_and_other_settings_stay_unpacked(monkeypatch):
+    x_shape, w_shape, attrs = CASES["3x3"]
+    model = conv_model(x_shape, w_shape, **attrs)
+    assert ops(session(model, level=LEVEL.ORT_ENABLE_BASIC)) == ["Conv"]
+    monkeypatch.setenv("OPFORGE_GEMM_ISA", "blas")
+    assert ops(session(model)) == ["Conv"]
+    monkeypatch.delenv("OPFORGE_GEMM_ISA")
+    model.graph.input.append(tensor("w", list(w_shape)))
+    model.graph.initializer.pop(0)
+    assert ops(session(model)) == ["Conv"]
