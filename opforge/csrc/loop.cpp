@@ -44,6 +44,12 @@ py::tuple run_loop(Plan& plan, const std::vector<std::pair<int, py::object>>& fi
                    int64_t start, int64_t limit, bool condition, py::object cancel) {
   const bool is_loop = condition_slot >= 0;   // a Loop body gives its condition first
   const size_t num_carried = carried_slots.size(), head = is_loop ? 1 : 0;
+  if (carried.size() != num_carried || scanned.size() != scanned_slots.size() ||
+      scanned_reverse.size() != scanned.size() || outputs.size() < head + num_carried)
+    throw py::value_error("run_loop: " + std::to_string(carried.size()) + " carried value(s) for " +
+                          std::to_string(num_carried) + " slot(s), " + std::to_string(scanned.size()) +
+                          " scanned for " + std::to_string(scanned_slots.size()) + ", " +
+                          std::to_string(outputs.size()) + " output(s)");
   const size_t num_scans = outputs.size() - head - num_carried;
   py::list scans;
   for (size_t k = 0; k < num_scans; ++k) scans.append(py::list());

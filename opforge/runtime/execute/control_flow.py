@@ -6,7 +6,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from opforge.runtime.errors import KernelError, RunCancelledError
+from opforge.runtime.errors import GraphError, KernelError, RunCancelledError
 from opforge.runtime.graph.graph import Graph, Node
 from opforge.runtime.providers.registry import CPU
 
@@ -90,6 +90,13 @@ def bind_control_flow(node: Node, opset: int, compile_graph: Compile):
     return ScanKernel(node, opset, compile_graph)
 
 
+def _check_body_inputs(node: Node, body_inputs: list, expected: int, what: str) -> None:
+    """A body takes one input per value the node hands it: refused when the node is bound."""
+    if len(body_inputs) != expected:
+        raise GraphError(f"{node.label}: its body takes {len(body_inputs)} input(s) {body_inputs}, but the "
+                         f"node gives it {expected}: {what}")
+
+
 class _ControlFlowKernel:
     provider = CPU
 
@@ -140,6 +147,8 @@ class LoopKernel(_ControlFlowKernel):
         self.body = compile_graph(node.attrs["body"])
         self.body_inputs = [v.name for v in self.body.graph.inputs]
         self.carried = len(node.inputs) - 2
+        _check_body_inputs(node, self.body_inputs, 2 + self.carried,
+                           f"the iteration number, the condition and {self.carried} loop-carried value(s)")
 
     def run(self, inputs: list) -> list:
         """Iterate the body; return the final loop-carried values, then the scan outputs."""
@@ -193,6 +202,12 @@ class ScanKernel(_ControlFlowKernel):
         self.opset = opset
         self.scan_count = int(node.attrs["num_scan_inputs"])
         self.body_inputs = [v.name for v in self.body.graph.inputs]
+        given = len(node.inputs) - (0 if opset >= 9 else 1)   # opset 8's first input: sequence lengths
+        if not 1 <= self.scan_count <= given:
+            raise GraphError(f"{node.label}: num_scan_inputs = {self.scan_count}, but the node has {given} "
+                             "state and scan input(s)")
+        _check_body_inputs(node, self.body_inputs, given,
+                           f"{given - self.scan_count} state value(s) and {self.scan_count} scan input(s)")
 
     def run(self, inputs: list) -> list:
         """Scan the body over the inputs; return the final states, then the scan outputs."""

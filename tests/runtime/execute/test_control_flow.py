@@ -362,3 +362,48 @@ def test_scan_outputs_stack_per_iteration_values():
 def test_a_scan_output_that_changes_shape_is_an_error_naming_it():
     with pytest.raises(KernelError, match="scan output 3 changes shape between iterations"):
         InferenceSession(scan_output_model(True)).run(None, {"M": np.array(3, np.int64)})
+
+
+def scan_sum_model(opset: int, inputs: list, num_scan_inputs: int = 1):
+    """Scan: state += the scanned row; ``inputs`` are the node's (opset 8 adds sequence lengths first)."""
+    body = helper.make_graph([helper.make_node("Add", ["s_in", "row"], ["s_out"]),
+                              helper.make_node("Identity", ["s_out"], ["row_out"])], "body",
+                             [tensor("s_in", [2]), tensor("row", [2])], [tensor("s_out", [2]), tensor("row_out", [2])])
+    shape = [1, 3, 2] if opset == 8 else [3, 2]
+    state = [1, 2] if opset == 8 else [2]
+    node = helper.make_node("Scan", inputs, ["y", "z"], name="scan", body=body, num_scan_inputs=num_scan_inputs)
+    return model([node], [tensor("initial", state), tensor("x", shape)], [tensor("y", None), tensor("z", None)],
+                 opset=opset)
+
+
+@pytest.mark.parametrize("opset, inputs, num_scan_inputs", [
+    (8, ["", "initial", "x", "x"], 1),   # one input more than the body takes (a fuzzed model crashed)
+    (9, ["initial", "x", "x"], 1),
+    (9, ["initial"], 1),
+    (9, ["initial", "x"], 3)])
+def test_a_scan_whose_inputs_do_not_match_its_body_is_refused_naming_it(opset, inputs, num_scan_inputs):
+    from opforge.runtime.errors import GraphError
+
+    with pytest.raises(GraphError, match="node 'scan' \\(Scan.*(body takes 2 input|num_scan_inputs = 3)"):
+        InferenceSession(scan_sum_model(opset, inputs, num_scan_inputs))
+
+
+@pytest.mark.parametrize("opset, inputs", [(8, ["", "initial", "x"]), (9, ["initial", "x"])])
+def test_the_scan_of_the_mismatch_test_runs_when_it_matches(opset, inputs):
+    proto = scan_sum_model(opset, inputs)
+    x = np.arange(6, dtype=np.float32).reshape([1, 3, 2] if opset == 8 else [3, 2])
+    feed = {"initial": np.ones([1, 2] if opset == 8 else [2], np.float32), "x": x}
+    assert_same(InferenceSession(proto).run(None, feed), onnxruntime_outputs(proto, feed))
+
+
+def test_a_loop_whose_body_takes_other_inputs_than_the_node_gives_is_refused_naming_it():
+    from opforge.runtime.errors import GraphError
+
+    body = helper.make_graph([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                              helper.make_node("Identity", ["v_in"], ["v_out"])], "body",
+                             [tensor("i", [], INT64), tensor("c_in", [], BOOL), tensor("v_in", [2])],
+                             [tensor("c_out", [], BOOL), tensor("v_out", [2])])
+    proto = model([helper.make_node("Loop", ["n", "", "v", "v"], ["a", "b"], name="loop", body=body)],
+                  [tensor("n", [], INT64), tensor("v", [2])], [tensor("a", None), tensor("b", None)])
+    with pytest.raises(GraphError, match="node 'loop' \\(Loop.*body takes 3 input"):
+        InferenceSession(proto)
