@@ -49,6 +49,7 @@ CASES = [
     ("unsqueeze-11", "Unsqueeze", {"axes": [1]}, {"x": randn(3, 2)}, {}, 11),
     ("expand", "Expand", {}, {"x": randn(3, 1)}, {"shape": np.array([2, 1, 4], np.int64)}, 13),
     ("flatten0", "Flatten", {"axis": 0}, {"x": randn(2, 3, 4)}, {}, 13),
+    ("flatten-negative", "Flatten", {"axis": -1}, {"x": randn(2, 3, 4)}, {}, 13),
     ("transpose", "Transpose", {}, {"x": randn(2, 3, 4)}, {}, 13),
     ("reshape-zero", "Reshape", {}, {"x": randn(2, 3, 4)}, {"shape": np.array([0, -1], np.int64)}, 14),
     ("gather-neg", "Gather", {"axis": 1}, {"x": randn(3, 5)}, {"i": np.array([[0, -1], [2, 4]], np.int64)}, 13),

@@ -35,7 +35,8 @@ class Reshape(_Movement):
 @cuda_kernel("Flatten", since=1)
 class Flatten(_Movement):
     def compute(self, x):
-        axis = int(self.attr("axis", 1)) % (x.ndim + 1) if x.ndim else 0
+        axis = int(self.attr("axis", 1))
+        axis = axis + x.ndim if axis < 0 else axis   # -1 is the last axis, as in [-r, r]
         rows = int(np.prod(x.shape[:axis], dtype=np.int64))
         return x.reshape(rows, int(np.prod(x.shape[axis:], dtype=np.int64)))
 
