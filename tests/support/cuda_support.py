@@ -1,5 +1,6 @@
 """What CUDA tests need: nvcc (to build), a GPU with cupy (to launch), the test CUDA library, and
-a stand-in GPU made of numpy on which the CUDA provider's kernels run without one."""
+two stand-in GPUs on which the CUDA provider's kernels run without one: numpy (NumpyGPU), and
+the provider's own device over the stand-in cupy (cupy_gpu), which orders work by streams."""
 import contextlib
 import functools
 from pathlib import Path
@@ -93,3 +94,20 @@ def numpy_gpu(monkeypatch):
     monkeypatch.setattr(session_module, "_cuda_device",
                         lambda providers, options: gpu if "CUDAExecutionProvider" in providers else None)
     return gpu
+
+
+@pytest.fixture
+def cupy_gpu(monkeypatch):
+    """Sessions asking for CUDA get the CUDA provider as it runs on a GPU (its CudaDevice: stream,
+    memory pool, copies; kernels on cupy and cupyx) over the stand-in cupy, which it returns."""
+    import sys
+
+    from opforge.runtime import session as session_module
+    from tests.support import fake_cupy
+
+    cp, cupyx = fake_cupy.module(), fake_cupy.cupyx_module()
+    for name, module in (("cupy", cp), ("cupyx", cupyx), ("cupyx.scipy", cupyx.scipy),
+                         ("cupyx.scipy.special", cupyx.scipy.special)):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(session_module, "_cuda_usable", lambda: True)
+    return cp

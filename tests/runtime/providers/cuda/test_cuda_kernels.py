@@ -1,13 +1,14 @@
 """The CUDA provider's standard-op kernels, one node at a time, against onnxruntime's CPU
 provider: on a real GPU with cupy where there is one (the `cuda`-marked cases), and everywhere
-with numpy as their array module (cuda_support's stand-in GPU), the same code cupy runs."""
+on cuda_support's stand-in GPUs: numpy as their array module, and the stand-in cupy under the
+provider's own device (cupy's dtype rules, stream order, no host arrays in device math)."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import opforge
 from opforge.runtime.providers.registry import CUDA
-from tests.support.cuda_support import numpy_gpu  # noqa: F401  (the stand-in GPU fixture)
+from tests.support.cuda_support import cupy_gpu, numpy_gpu  # noqa: F401  (the stand-in GPU fixtures)
 
 ort = pytest.importorskip("onnxruntime")
 RNG = np.random.default_rng(7)
@@ -82,6 +83,9 @@ CASES = [
     ("erf", "Erf", {}, {"x": randn(3, 4) * 2}, {}, 17),
     ("gelu", "Gelu", {}, {"x": randn(3, 4) * 3}, {}, 20),
     ("gelu-tanh", "Gelu", {"approximate": "tanh"}, {"x": randn(3, 4) * 3}, {}, 20),
+    ("erf-f16", "Erf", {}, {"x": randn(3, 4, dtype=np.float16) * 2}, {}, 17),
+    ("gelu-f16", "Gelu", {}, {"x": randn(3, 4, dtype=np.float16) * 3}, {}, 20),
+    ("gelu-tanh-f16", "Gelu", {"approximate": "tanh"}, {"x": randn(3, 4, dtype=np.float16) * 3}, {}, 20),
     ("sin", "Sin", {}, {"x": randn(5)}, {}, 17),
     ("cos", "Cos", {}, {"x": randn(5)}, {}, 17),
     ("sign", "Sign", {}, {"x": np.array([-2, 0, 3.5], np.float32)}, {}, 17),
@@ -113,11 +117,11 @@ def single_node_model(op, attrs, feeds, consts, opset):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
-@pytest.fixture(params=["stand-in", pytest.param("gpu", marks=pytest.mark.cuda)])
+@pytest.fixture(params=["stand-in", "stand-in-cupy", pytest.param("gpu", marks=pytest.mark.cuda)])
 def device(request):
-    """Where the session's CUDA kernels run: numpy's stand-in GPU, or the real one."""
-    if request.param == "stand-in":
-        request.getfixturevalue("numpy_gpu")
+    """Where the session's CUDA kernels run: numpy's stand-in GPU, the stand-in cupy, or the real one."""
+    if request.param != "gpu":
+        request.getfixturevalue("numpy_gpu" if request.param == "stand-in" else "cupy_gpu")
     return request.param
 
 
@@ -132,3 +136,18 @@ def test_kernel_matches_onnxruntime(device, op, attrs, feeds, consts, opset):
     assert got.dtype == expected.dtype and got.shape == expected.shape
     tolerance = 1e-3 if got.dtype == np.float16 else 1e-5
     np.testing.assert_allclose(got, expected, rtol=tolerance, atol=tolerance)
+
+
+def as_float16(values: dict) -> dict:
+    return {n: v.astype(np.float16) if getattr(v, "dtype", None) == np.float32 else v for n, v in values.items()}
+
+
+@pytest.mark.parametrize("op, attrs, feeds, consts, opset", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_kernel_output_dtype_is_the_inferred_one_in_float16(device, op, attrs, feeds, consts, opset):
+    """Every kernel on float16 values gives the dtype ONNX's type inference gives the node: a
+    kernel that computes wider (cupyx's erf has no float16 loop) would spread float32 through
+    an fp16 model."""
+    proto = single_node_model(op, attrs, as_float16(feeds), as_float16(consts), opset).SerializeToString()
+    sess = opforge.InferenceSession(proto, providers=["CUDAExecutionProvider"])
+    assert [p for _, o, p in sess.node_providers() if o == op] == [CUDA], sess.node_providers()
+    assert sess.run(None, as_float16(feeds))[0].dtype == sess.types.get("y").dtype
