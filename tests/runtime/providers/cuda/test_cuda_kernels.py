@@ -91,6 +91,7 @@ CASES = [
     ("sign", "Sign", {}, {"x": np.array([-2, 0, 3.5], np.float32)}, {}, 17),
     ("round-half-even", "Round", {}, {"x": np.array([0.5, 1.5, 2.5, -0.5, -1.7, 2.2], np.float32)}, {}, 17),
     ("softplus", "Softplus", {}, {"x": np.concatenate([randn(6) * 3, [30.0, -30.0]]).astype(np.float32)}, {}, 17),
+    ("softplus-f16", "Softplus", {}, {"x": np.array([-30.0, -3.0, 0.5, 9.0, 12.0, 15.0, 19.5, 30.0], np.float16)}, {}, 17),
     ("softsign", "Softsign", {}, {"x": randn(6) * 3}, {}, 17),
     ("mish", "Mish", {}, {"x": randn(6) * 3}, {}, 18),
     ("elu", "Elu", {"alpha": 0.7}, {"x": randn(6) * 3}, {}, 17),

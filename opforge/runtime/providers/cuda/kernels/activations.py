@@ -23,7 +23,8 @@ def _one(x, value):
 
 
 def _softplus(xp, x):
-    return xp.where(x > 20, x, xp.log1p(xp.exp(xp.minimum(x, _one(x, 20)))))
+    """log(1 + e^x) as max(x, 0) + log1p(e^-|x|): e^x overflows float16 from x = 11."""
+    return xp.maximum(x, _one(x, 0)) + xp.log1p(xp.exp(-xp.abs(x)))
 
 
 # op type -> (since, attribute defaults, fn(xp, x, attrs)); formulas as the ONNX spec writes them
