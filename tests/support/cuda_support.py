@@ -76,8 +76,11 @@ class NumpyGPU:
     def upload(self, value):
         if value is None or isinstance(value, OnDevice):   # already here, as cupy.asarray passes it
             return value
+        array = np.array(value)
+        if array.dtype.kind in "OUSV":
+            raise ValueError(f"Unsupported dtype {array.dtype}")   # as cupy.asarray refuses it
         self.uploads += 1
-        return np.array(value).view(OnDevice)
+        return array.view(OnDevice)
 
     def download(self, value):
         self.downloads += 1

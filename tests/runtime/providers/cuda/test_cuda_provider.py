@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import opforge
-from tests.support.cuda_support import numpy_gpu  # noqa: F401  (the stand-in GPU fixture)
+from tests.support.cuda_support import cupy_gpu, numpy_gpu  # noqa: F401  (the stand-in GPU fixtures)
 from opforge.runtime.execute.executor import Dispatcher, Executor
 from opforge.runtime.graph.graph import build_graph, topological_order
 from opforge.runtime.graph.shapes import infer_types
@@ -258,6 +258,59 @@ def test_nodes_without_a_cuda_kernel_run_on_cpu_with_copies(numpy_gpu):
     np.testing.assert_allclose(sess.run(None, {"x": x})[0], [0.0, np.arctan(0.5), np.arctan(2.0)], rtol=1e-6)
     steps = sess.memory_plan({"x": x}).dump().splitlines()[1:8]   # the compiled plan shows the same
     assert [line.split()[-2:] for line in steps] == [[op, p] for _, op, p in sess.node_providers()]
+
+
+def string_model():
+    """A string tensor through every data-movement op the CUDA provider has, and Where; its
+    Shape too."""
+    def ints(name, values):
+        return onnx.numpy_helper.from_array(np.array(values, np.int64), name)
+
+    S = TensorProto.STRING
+    nodes = [helper.make_node("Reshape", ["x", "to32"], ["r"]),
+             helper.make_node("Transpose", ["r"], ["t"]),
+             helper.make_node("Concat", ["t", "x"], ["c"], axis=0),
+             helper.make_node("Gather", ["c", "rows"], ["g"], axis=0),
+             helper.make_node("Slice", ["g", "zero", "two", "one"], ["s"]),
+             helper.make_node("Unsqueeze", ["s", "zero"], ["u"]),
+             helper.make_node("Squeeze", ["u", "zero"], ["q"]),
+             helper.make_node("Expand", ["q", "to222"], ["e"]),
+             helper.make_node("Flatten", ["e"], ["f"]),
+             helper.make_node("Where", ["keep", "f", "f"], ["y"]),
+             helper.make_node("Shape", ["x"], ["shape"])]
+    inits = [ints("to32", [3, 2]), ints("rows", [0, 3]), ints("zero", [0]), ints("one", [1]), ints("two", [2]),
+             ints("to222", [2, 2, 2])]
+    return make_model(nodes, [helper.make_tensor_value_info("x", S, [2, 3]),
+                              helper.make_tensor_value_info("keep", TensorProto.BOOL, [2, 4])],
+                      [helper.make_tensor_value_info("y", S, None),
+                       helper.make_tensor_value_info("shape", TensorProto.INT64, None)], inits)
+
+
+@pytest.mark.parametrize("gpu", ["numpy_gpu", "cupy_gpu"])
+def test_string_tensors_stay_on_the_cpu(request, gpu):
+    """cupy arrays hold numbers and booleans (a string array is refused at upload): nodes on
+    string tensors run on the CPU, even those whose CUDA kernel moves data of any dtype."""
+    request.getfixturevalue(gpu)
+    sess = opforge.InferenceSession(string_model().SerializeToString(), providers=["CUDAExecutionProvider"])
+    assert [(op, p) for _, op, p in sess.node_providers() if p == CUDA] == []
+    x = np.array([["a", "b", "c"], ["d", "e", "f"]], dtype=object)
+    keep = np.ones((2, 4), bool)
+    y, shape = sess.run(None, {"x": x, "keep": keep})
+    c = np.concatenate([x.reshape(3, 2).T, x])
+    assert y.tolist() == np.broadcast_to(c[[0, 3]][:, :2], (2, 2, 2)).reshape(2, 4).tolist()
+    assert shape.tolist() == [2, 3]
+
+
+def test_bfloat16_stays_on_the_cpu(cupy_gpu):
+    """Nor do cupy arrays hold bfloat16: an Add of bfloat16 values runs on the CPU."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    model = make_model([helper.make_node("Add", ["a", "a"], ["y"])],
+                       [helper.make_tensor_value_info("a", TensorProto.BFLOAT16, [3])],
+                       [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [3])])
+    sess = opforge.InferenceSession(model.SerializeToString(), providers=["CUDAExecutionProvider"])
+    assert [p for _, op, p in sess.node_providers() if op == "Add"] != [CUDA]
+    a = np.array([1.5, -2.0, 3.0], ml_dtypes.bfloat16)
+    assert sess.run(None, {"a": a})[0].astype(np.float32).tolist() == [3.0, -4.0, 6.0]
 
 
 def test_python_ops_keep_working_in_cuda_sessions(numpy_gpu):

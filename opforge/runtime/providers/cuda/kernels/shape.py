@@ -3,7 +3,7 @@ Slice, and Shape (whose output is small and lives on the host). Shapes, axes and
 read on the host; views are returned where the array module gives them."""
 import numpy as np
 
-from opforge.runtime.providers.cuda.kernel import CudaKernel, cuda_kernel
+from opforge.runtime.providers.cuda.kernel import DEVICE_DTYPES, CudaKernel, cuda_kernel
 
 
 def _ints(value) -> list:
@@ -11,7 +11,7 @@ def _ints(value) -> list:
 
 
 class _Movement(CudaKernel):
-    dtypes = None
+    dtypes = DEVICE_DTYPES   # any dtype a cupy array holds; strings stay on the CPU
 
 
 @cuda_kernel("Transpose", since=1)
