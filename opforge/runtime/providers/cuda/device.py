@@ -21,9 +21,9 @@ class CudaDevice:
             self.stream = (external_stream(cupy, int(given), self.id) if given
                            else cupy.cuda.Stream(non_blocking=True))
             self.pool = cupy.cuda.MemoryPool()
-        limit = options.get("gpu_mem_limit")
-        if limit:
-            self.pool.set_limit(size=int(limit))
+            limit = options.get("gpu_mem_limit")
+            if limit:
+                self.pool.set_limit(size=int(limit))   # cupy's limit is the current device's
 
     @property
     def stream_ptr(self) -> int:

@@ -604,7 +604,10 @@ def test_provider_options_pick_the_gpu_stream_and_memory_limit(stand_in_cupy):
     from opforge.runtime.providers.cuda.device import CudaDevice
 
     device = CudaDevice({"device_id": 1, "gpu_mem_limit": 1 << 20})
-    assert (device.id, device.name, device.pool.get_limit()) == (1, "cuda:1", 1 << 20)
+    assert (device.id, device.name) == (1, "cuda:1")
+    with stand_in_cupy.cuda.Device(1):
+        assert device.pool.get_limit() == 1 << 20   # a pool's limit is per device, as in cupy
+    assert device.pool.get_limit() == 0             # device 0's, which the session does not use
     assert device.stream.non_blocking and device.stream_ptr not in (0, None)
     with device.active():
         assert stand_in_cupy.cuda.Device().id == 1
@@ -626,7 +629,21 @@ def test_session_passes_provider_options_to_its_gpu(stand_in_cupy, monkeypatch):
                        [helper.make_tensor_value_info("y", F, [2])])
     options = {"device_id": 1, "gpu_mem_limit": 4096, "user_compute_stream": 0x77}
     sess = opforge.InferenceSession(model.SerializeToString(), providers=[("CUDAExecutionProvider", options)])
-    assert (sess.device.id, sess.device.pool.get_limit(), sess.device.stream_ptr) == (1, 4096, 0x77)
+    assert (sess.device.id, sess.device.stream_ptr) == (1, 0x77)
+    with stand_in_cupy.cuda.Device(1):
+        assert sess.device.pool.get_limit() == 4096
+
+
+def test_gpu_mem_limit_caps_the_memory_of_the_sessions_gpu(cupy_gpu):
+    """gpu_mem_limit with device_id 1: what the session allocates on GPU 1 is capped."""
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", F, ["N"])],
+                       [helper.make_tensor_value_info("y", F, ["N"])])
+    options = {"device_id": 1, "gpu_mem_limit": 4096}
+    sess = opforge.InferenceSession(model.SerializeToString(), providers=[("CUDAExecutionProvider", options)])
+    assert sess.run(None, {"x": -np.ones(16, np.float32)})[0].tolist() == [0.0] * 16
+    with pytest.raises(opforge.runtime.KernelError, match="Out of memory allocating 8,192 bytes .* limit set "
+                                                          "to: 4,096 bytes"):
+        sess.run(None, {"x": np.ones(2048, np.float32)})
 
 
 def test_gpu_that_cupy_cannot_use_means_cpu_with_a_warning(stand_in_cupy, monkeypatch):
