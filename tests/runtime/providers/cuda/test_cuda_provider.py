@@ -10,6 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import opforge
+from tests.support import fake_cupy
 from tests.support.cuda_support import cupy_gpu, numpy_gpu  # noqa: F401  (the stand-in GPU fixtures)
 from opforge.runtime.execute.executor import Dispatcher, Executor
 from opforge.runtime.graph.graph import build_graph, topological_order
@@ -662,3 +663,98 @@ def test_gpu_that_cupy_cannot_use_means_cpu_with_a_warning(stand_in_cupy, monkey
     with pytest.warns(RuntimeWarning, match="cupy cannot use the GPU .*InsufficientDriver"):
         sess = opforge.InferenceSession(model.SerializeToString(), providers=["CUDAExecutionProvider"])
     assert sess.get_providers()[0] == CPU and sess.device is None
+
+
+def relu_atan_model():
+    """x read on the GPU (Relu, then Add) and on the CPU (Atan)."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Atan", ["x"], ["b"]),
+             helper.make_node("Add", ["a", "b"], ["y"])]
+    return make_model(nodes, [helper.make_tensor_value_info("x", F, [3])],
+                      [helper.make_tensor_value_info("y", F, [3])]).SerializeToString()
+
+
+X = np.array([-1.0, 0.5, 2.0], np.float32)
+WANT = (np.maximum(X, 0) + np.arctan(X)).tolist()
+
+
+def test_runs_wait_for_the_callers_stream_and_end_complete(cupy_gpu):
+    """Feeds written on the caller's stream (a non-blocking one) are read on the session's
+    stream, by its kernels and by the copy for the CPU's Atan, only after that work; outputs
+    left on the GPU can be read on any stream when the run returns (onnxruntime waits at the
+    end of Run). The stand-in cupy raises UnorderedRead for a read that is not ordered so."""
+    cp = cupy_gpu
+    sess = opforge.InferenceSession(relu_atan_model(), providers=["CUDAExecutionProvider"])
+    caller, other = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    with caller:
+        feed = opforge.OrtValue.ortvalue_from_numpy(X, "cuda", 0)   # copied on the caller's stream
+        y = sess.run_with_ort_values(None, {"x": feed})[0]
+        np.testing.assert_allclose(y.numpy(), WANT, rtol=1e-6)
+        feed.update_inplace(-X)
+        y = sess.run_with_ort_values(None, {"x": feed})[0]
+    np.testing.assert_allclose(cp.asnumpy(y.value(), stream=other), np.maximum(-X, 0) + np.arctan(-X), rtol=1e-6)
+    with caller:
+        assert np.allclose(sess.run(None, {"x": cp.asarray(X)})[0], WANT)
+
+
+def test_io_binding_on_the_callers_stream(cupy_gpu):
+    """Inputs bound on the caller's stream, outputs given back in device memory and copied
+    into a bound device buffer, all read there after the run."""
+    cp = cupy_gpu
+    sess = opforge.InferenceSession(relu_atan_model(), providers=["CUDAExecutionProvider"])
+    caller = cp.cuda.Stream(non_blocking=True)
+    with caller:
+        binding = sess.io_binding()
+        binding.bind_ortvalue_input("x", opforge.OrtValue(cp.asarray(X), "cuda", 0))
+        target = opforge.OrtValue.ortvalue_from_shape_and_type([3], np.float32, "cuda", 0)
+        binding.bind_ortvalue_output("y", target)
+        sess.run_with_iobinding(binding)
+        np.testing.assert_allclose(target.numpy(), WANT, rtol=1e-6)
+        binding.bind_output("y", "cuda")
+        sess.run_with_iobinding(binding)
+        np.testing.assert_allclose(binding.copy_outputs_to_cpu()[0], WANT, rtol=1e-6)
+
+
+def test_io_binding_synchronize_calls_wait_for_the_gpu(cupy_gpu):
+    """synchronize_inputs waits for the writes of bound inputs; after a run that does not wait
+    at its end (disable_synchronize_execution_providers), the caller's stream may read the
+    outputs, and synchronize_outputs lets any stream read them."""
+    cp = cupy_gpu
+    sess = opforge.InferenceSession(relu_atan_model(), providers=["CUDAExecutionProvider"])
+    writer, reader = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    with writer:
+        x = cp.asarray(X)
+    binding = sess.io_binding()
+    binding.bind_ortvalue_input("x", opforge.OrtValue(x, "cuda", 0))
+    binding.synchronize_inputs()
+    assert cp.asnumpy(x, stream=reader).tolist() == X.tolist()
+    options = opforge.RunOptions()
+    options.add_run_config_entry("disable_synchronize_execution_providers", "1")
+    binding.bind_output("y", "cuda")
+    sess.run_with_iobinding(binding, options)
+    y = binding.get_outputs()[0].value()
+    np.testing.assert_allclose(cp.asnumpy(y), WANT, rtol=1e-6)    # on the caller's (null) stream
+    with pytest.raises(fake_cupy.UnorderedRead):
+        cp.asnumpy(sess.run_with_ort_values(None, {"x": opforge.OrtValue(x, "cuda", 0)}, options)[0].value(),
+                   stream=reader)
+    binding.synchronize_outputs()
+    np.testing.assert_allclose(cp.asnumpy(y, stream=reader), WANT, rtol=1e-6)
+
+
+@pytest.mark.cuda
+def test_user_compute_stream_from_a_cupy_stream():
+    """The session launches on the caller's cupy stream: the caller's work before and after a
+    run is ordered with it without a host wait in between."""
+    import cupy
+
+    proto = cnn_model().SerializeToString()
+    x = np.random.default_rng(8).standard_normal((8, 3, 16, 16)).astype(np.float32)
+    expected = opforge.InferenceSession(proto).run(None, {"x": x})[0]
+    stream = cupy.cuda.Stream(non_blocking=True)
+    options = {"user_compute_stream": str(stream.ptr)}
+    sess = opforge.InferenceSession(proto, providers=[("CUDAExecutionProvider", options)])
+    assert sess.device.stream_ptr == stream.ptr
+    with stream:
+        x_gpu = cupy.asarray(x) * 1   # queued on the stream, as the run is
+        y = sess.run_with_ort_values(None, {"x": opforge.OrtValue(x_gpu, "cuda", 0)})[0].value() * 2
+    stream.synchronize()
+    np.testing.assert_allclose(cupy.asnumpy(y), 2 * expected, rtol=1e-3, atol=1e-5)
