@@ -647,6 +647,31 @@ def test_gpu_mem_limit_caps_the_memory_of_the_sessions_gpu(cupy_gpu):
         sess.run(None, {"x": np.ones(2048, np.float32)})
 
 
+@pytest.mark.parametrize("missing", [None, "libnvrtc.so.13", "libcublas.so.13"])
+def test_cuda_is_listed_only_where_cupy_runs_kernels(stand_in_cupy, monkeypatch, missing):
+    """A GPU that cupy sees is not enough: without NVRTC cupy compiles no kernel, without
+    cuBLAS it multiplies no matrix. CUDA is then not listed, and a session asking for it warns
+    why (and what to install) and runs on the CPU."""
+    from opforge.builder import cuda_driver
+
+    def fails(*args, **kwargs):
+        raise RuntimeError(f"{missing}: cannot open shared object file: No such file or directory")
+
+    monkeypatch.setattr(cuda_driver, "_found", cuda_driver.DriverInfo(("90",), ""))
+    if missing == "libnvrtc.so.13":
+        monkeypatch.setattr(stand_in_cupy, "arange", fails)   # cupy's first kernel compile
+    elif missing == "libcublas.so.13":
+        monkeypatch.setattr(fake_cupy.ndarray, "__matmul__", fails)
+    assert (CUDA in opforge.get_available_providers()) == (missing is None)
+    if missing is not None:
+        model = make_model([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", F, [2])],
+                           [helper.make_tensor_value_info("y", F, [2])])
+        with pytest.warns(RuntimeWarning, match=f"cupy cannot run kernels on the GPU \\(RuntimeError: {missing}.*"
+                                                "cupy-cuda13x\\[ctk\\]"):
+            sess = opforge.InferenceSession(model.SerializeToString(), providers=["CUDAExecutionProvider"])
+        assert sess.get_providers()[0] == CPU and sess.device is None
+
+
 def test_gpu_that_cupy_cannot_use_means_cpu_with_a_warning(stand_in_cupy, monkeypatch):
     """The driver sees a GPU but is older than cupy's CUDA runtime: no CUDA provider, the
     session warns with cupy's reason and runs on the CPU."""
