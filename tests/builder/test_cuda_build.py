@@ -39,7 +39,7 @@ def test_cuda_library_builds_loads_and_lists_its_ops(cache_dir, tmp_path, one_ar
     lib = build(copy_ops(tmp_path / "ops"))
     backends = {h.name: h.schema()["backend"] for h in lib.op_table}
     assert backends == {"scale": "CUDA", "add_via_workspace": "CUDA", "bad_launch": "CUDA",
-                        "bad_call": "CUDA", "negate": "CUDA", "numel": "CPU"}
+                        "bad_call": "CUDA", "tiled": "CUDA", "negate": "CUDA", "numel": "CPU"}
     assert lib.scale.schema["domain"] == "com.example"
     assert [a["name"] for a in lib.scale.schema["attributes"]] == ["alpha"]
     assert lib.add_via_workspace.schema["has_workspace"]
