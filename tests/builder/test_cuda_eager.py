@@ -73,6 +73,19 @@ def test_call_allocates_outputs_and_workspace_on_the_inputs_gpu(lib, fake_gpu):
     assert fake_gpu.allocations == [((2, 3), "float32", 1), ((24,), "uint8", 1)]
 
 
+def test_offset_view_is_passed_aligned_for_vector_loads(fake_gpu):
+    """x[1:] starts 4 bytes into its allocation: an op taking no strided inputs gets a copy that
+    starts at a VECTOR_ALIGNMENT boundary; one that takes strided inputs gets the view itself."""
+    from opforge.builder.device_arrays import VECTOR_ALIGNMENT, prepare
+
+    view = fake_cupy.ndarray(np.arange(9, dtype=np.float32))[1:]
+    assert view.data.ptr % VECTOR_ALIGNMENT != 0
+    (given,), _, _ = prepare("scale", ["X"], (view,), False)
+    assert given.data.ptr % VECTOR_ALIGNMENT == 0
+    np.testing.assert_array_equal(given.get(), np.arange(1, 9))
+    assert prepare("scale", ["X"], (view,), True)[0][0] is view
+
+
 def test_infer_reading_a_gpu_value_is_the_ops_error(lib, fake_gpu):
     """infer runs on the host: the value of an input in GPU memory is hidden from it, so reading
     it is an error naming the op, where dereferencing the device pointer would crash."""
