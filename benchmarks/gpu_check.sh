@@ -104,12 +104,13 @@ step_stream() { probe stream; }
 step_memcheck() {
   local sanitizer
   sanitizer=$(command -v compute-sanitizer || true)
-  if [ -z "$sanitizer" ] && command -v nvcc >/dev/null; then
-    sanitizer="$(dirname "$(command -v nvcc)")/compute-sanitizer"
-  fi
-  if [ ! -x "$sanitizer" ]; then
+  for root in ${CUDA_HOME:-} /usr/local/cuda /usr/local/cuda-*; do
+    [ -z "$sanitizer" ] && [ -x "$root/bin/compute-sanitizer" ] && sanitizer="$root/bin/compute-sanitizer"
+  done
+  if [ -z "$sanitizer" ]; then
     [ "$dry" = 1 ] && { echo "  (dry run) compute-sanitizer not found here"; return 0; }
-    echo "compute-sanitizer not found (looked on PATH and next to nvcc)"; return 1
+    echo "compute-sanitizer not found (looked on PATH, in \$CUDA_HOME/bin and /usr/local/cuda*/bin)"
+    return 1
   fi
   # the example's own kernels and cupy's; --leak-check would report cupy's pooled memory
   gpu "$sanitizer" --tool memcheck --error-exitcode 1 --print-limit 20 "$PY" examples/cuda/swish_model.py
