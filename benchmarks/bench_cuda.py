@@ -3,10 +3,12 @@
 1. build: a one-op .cu library (examples/cuda/swish.cu) built by opforge in a fresh process
    (support objects cached, new source each time) vs `nvcc -c` plus a link by hand, with the
    same nvcc flags; needs nvcc only;
-2. elementwise (GPU): the custom Swish op vs a cupy ElementwiseKernel doing the same;
-3. model (GPU): a small CNN whose activations are the custom op, on opforge's CUDA provider,
-   vs the same CNN with Swish written as standard ops (Sigmoid, Mul) on opforge's CUDA provider
-   (cupy only) and on onnxruntime's CUDA provider when it has one.
+2. elementwise (GPU): the custom Swish op called eagerly vs a cupy ElementwiseKernel and a cupy
+   RawKernel doing the same on the same array: per-call time on a small array (the overhead of a
+   call, host clock; target <= 1.1x) and GPU time on large ones (CUDA events);
+3. models (GPU): the Swish CNN of examples/cuda (custom op) and a ResNet-style CNN (standard ops)
+   on opforge's CUDA provider vs torch eager on the same weights (target <= 1.5x, ratio printed),
+   vs opforge on the CPU, and vs onnxruntime's CUDA provider when it has one.
 
     python -m benchmarks.bench_cuda [--build-only] [--repeat N]
 """
@@ -99,13 +101,50 @@ def gpu_time(fn, repeat: int) -> float:
     return statistics.median(times)
 
 
+RAW_SWISH = r"""
+extern "C" __global__ void swish_raw(float* y, const float* x, float beta, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+    y[i] = x[i] / (1.0f + __expf(-beta * x[i]));
+}
+"""
+
+
+def host_time_per_call(fn, calls: int = 2000) -> float:
+    """Seconds per call of fn() as the host sees it, the GPU drained before and after: what a
+    call costs on top of its kernel when the kernel is tiny."""
+    import cupy as cp
+
+    for _ in range(50):
+        fn()
+    cp.cuda.get_current_stream().synchronize()
+    started = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    cp.cuda.get_current_stream().synchronize()
+    return (time.perf_counter() - started) / calls
+
+
 def bench_elementwise(repeat: int) -> list:
     import cupy as cp
 
     ops = opforge.CustomOpBuilder("swish_cuda", [SWISH]).load()
     kernel = cp.ElementwiseKernel("T x, float32 beta", "T y", "y = x / (1.0f + __expf(-beta * (float)x))",
                                   "swish_ref")
+    raw = cp.RawKernel(RAW_SWISH, "swish_raw")
+
+    def raw_call(x):
+        y = cp.empty_like(x)
+        blocks = min((x.size + 255) // 256, 65535)
+        raw((blocks,), (256,), (y, x, cp.float32(1.5), cp.int64(x.size)))
+        return y
+
     rows = []
+    small = cp.random.standard_normal(4096, dtype=cp.float32)
+    for name, other in (("ElementwiseKernel", lambda: kernel(small, cp.float32(1.5))), ("RawKernel", lambda: raw_call(small))):
+        np.testing.assert_allclose(cp.asnumpy(ops.Swish(small, beta=1.5)), cp.asnumpy(other()), rtol=1e-5, atol=1e-6)
+        ours, theirs = host_time_per_call(lambda: ops.Swish(small, beta=1.5)), host_time_per_call(other)
+        rows.append((f"swish n=4096, per call: opforge op / cupy {name} (us)",
+                     f"{ours * 1e6:9.2f} / {theirs * 1e6:9.2f}   ratio {ours / theirs:.2f} (target <= 1.1)"))
     for n in (1 << 20, 1 << 24, 1 << 26):
         x = cp.random.standard_normal(n, dtype=cp.float32)
         np.testing.assert_allclose(cp.asnumpy(ops.Swish(x, beta=1.5)), cp.asnumpy(kernel(x, cp.float32(1.5))),
@@ -141,35 +180,96 @@ def decomposed(model):
     return out
 
 
-def bench_model(repeat: int) -> list:
-    import swish_model
+def torch_eager(model, device: str = "cuda"):
+    """The model's graph as torch eager calls on `device`, with the model's own weights: a
+    function of a torch tensor. Covers the ops of the two CNNs measured here."""
+    import torch
+    import torch.nn.functional as F
+    from onnx import helper, numpy_helper
 
-    model = swish_model.build_model()
-    x = np.random.default_rng(0).standard_normal((32, 3, 32, 32)).astype(np.float32)
+    weights = {i.name: torch.from_numpy(numpy_helper.to_array(i).copy()).to(device) for i in model.graph.initializer}
+
+    def conv(x, w, b=None, pads=(0, 0, 0, 0), strides=(1, 1), group=1, **_):
+        return F.conv2d(F.pad(x, (pads[1], pads[3], pads[0], pads[2])), w, b, stride=tuple(strides), groups=group)
+
+    ops = {
+        "Conv": conv,
+        "BatchNormalization": lambda x, s, b, m, v, epsilon=1e-5, **_: F.batch_norm(x, m, v, s, b, False, 0.0, epsilon),
+        "Relu": lambda x: torch.relu(x),
+        "Add": lambda a, b: a + b,
+        "Swish": lambda x, beta=1.0: x * torch.sigmoid(beta * x),
+        "GlobalAveragePool": lambda x: x.mean(dim=(2, 3), keepdim=True),
+        "Flatten": lambda x, axis=1: x.flatten(axis),
+        "Gemm": lambda a, b, c=None, transB=0, alpha=1.0, **_: alpha * (a @ (b.T if transB else b)) + (0 if c is None else c),
+        "Softmax": lambda x, axis=-1: torch.softmax(x, axis),
+    }
+    nodes = [(ops[n.op_type], list(n.input), n.output[0],
+              {a.name: helper.get_attribute_value(a) for a in n.attribute}) for n in model.graph.node]
+    source, result = model.graph.input[0].name, model.graph.output[0].name
+
+    @torch.no_grad()
+    def run(x):
+        values = {**weights, source: x}
+        for fn, inputs, output, attrs in nodes:
+            values[output] = fn(*(values[i] for i in inputs), **attrs)
+        return values[result]
+
+    return run
+
+
+def bench_model(repeat: int) -> list:
+    import importlib.util
+
+    import cupy as cp
+    import torch
+
+    from benchmarks.gpu_probe import resnet_style_model
+
+    spec = importlib.util.spec_from_file_location("swish_model", ROOT / "examples" / "cuda" / "swish_model.py")
+    swish_model = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(swish_model)
     cuda_ops = opforge.CustomOpBuilder("swish_cuda", [SWISH]).load()
-    runs = {"opforge CUDA, custom Swish op": opforge.InferenceSession(
-        model.SerializeToString(), providers=["CUDAExecutionProvider"], custom_ops=[cuda_ops])}
-    plain = decomposed(model).SerializeToString()
-    runs["opforge CUDA, Swish as Sigmoid*Mul (cupy only)"] = opforge.InferenceSession(
-        plain, providers=["CUDAExecutionProvider"])
-    reference = opforge.InferenceSession(plain).run(None, {"x": x})[0]
+    cpu_ops = opforge.CustomOpBuilder("swish_cpu", [ROOT / "examples" / "cuda" / "swish_cpu.cpp"]).load()
+    rows = []
+    for title, model in (("Swish CNN", swish_model.build_model()), ("ResNet-style CNN", resnet_style_model())):
+        x = np.random.default_rng(0).standard_normal((32, 3, 32, 32)).astype(np.float32)
+        proto = model.SerializeToString()
+        gpu = opforge.InferenceSession(proto, providers=["CUDAExecutionProvider"], custom_ops=[cuda_ops])
+        cpu = opforge.InferenceSession(proto, custom_ops=[cpu_ops])
+        reference = cpu.run(None, {"x": x})[0]
+        eager, xt = torch_eager(model), torch.from_numpy(x).cuda()
+        np.testing.assert_allclose(gpu.run(None, {"x": x})[0], reference, rtol=1e-3, atol=1e-4)
+        np.testing.assert_allclose(eager(xt).cpu().numpy(), reference, rtol=1e-3, atol=1e-4)
+        binding = gpu.io_binding()   # the input already on the GPU, as torch's is
+        binding.bind_ortvalue_input("x", opforge.OrtValue(cp.asarray(x), "cuda", 0))
+        binding.bind_output(model.graph.output[0].name, "cuda")
+
+        def torch_run():
+            eager(xt)
+            torch.cuda.synchronize()
+
+        ours = median_seconds(lambda: gpu.run_with_iobinding(binding), repeat)
+        theirs = median_seconds(torch_run, repeat)
+        host = median_seconds(lambda: cpu.run(None, {"x": x}), max(3, repeat // 4))
+        rows.append((f"{title} batch 32: opforge CUDA / torch eager (ms)",
+                     f"{ours * 1e3:8.2f} / {theirs * 1e3:8.2f}   ratio {ours / theirs:.2f} (target <= 1.5)"))
+        rows.append((f"{title} batch 32: opforge CPU (ms), CPU / CUDA", f"{host * 1e3:8.2f}   {host / ours:.1f}x"))
+        rows += bench_onnxruntime(title, decomposed(model), x, reference, repeat)
+    return rows
+
+
+def bench_onnxruntime(title: str, model, x, reference, repeat: int) -> list:
+    """onnxruntime's CUDA provider on the model (Swish as standard ops), where it has one."""
     try:
         import onnxruntime as ort
-
-        if "CUDAExecutionProvider" in ort.get_available_providers():
-            runs["onnxruntime CUDA, Swish as Sigmoid*Mul"] = ort.InferenceSession(
-                plain, providers=["CUDAExecutionProvider"])
     except ImportError:
-        pass
-    rows = []
-    for name, sess in runs.items():
-        got = sess.run(None, {"x": x})[0]
-        np.testing.assert_allclose(got, reference, rtol=1e-3, atol=1e-4)
-        rows.append((f"CNN batch 32, {name} (ms per run)",
-                     f"{median_seconds(lambda: sess.run(None, {'x': x}), repeat) * 1e3:8.2f}"))
-    if len(runs) < 3:
-        rows.append(("onnxruntime CUDA", "not available in this onnxruntime"))
-    return rows
+        return [(f"{title}: onnxruntime CUDA", "onnxruntime is not installed")]
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        return [(f"{title}: onnxruntime CUDA", "not available in this onnxruntime")]
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CUDAExecutionProvider"])
+    np.testing.assert_allclose(sess.run(None, {"x": x})[0], reference, rtol=1e-3, atol=1e-4)
+    seconds = median_seconds(lambda: sess.run(None, {"x": x}), repeat)
+    return [(f"{title} batch 32: onnxruntime CUDA, numpy in and out (ms)", f"{seconds * 1e3:8.2f}")]
 
 
 def main() -> None:
@@ -187,7 +287,7 @@ def main() -> None:
             rows += bench_elementwise(max(args.repeat, 20)) + bench_model(max(args.repeat, 20))
     print(f"load average at start: {load:.2f}")
     for name, value in rows:
-        print(f"{name:<62} {value}")
+        print(f"{name:<64} {value}")
 
 
 if __name__ == "__main__":

@@ -20,3 +20,15 @@ def test_benchmark_imports_and_prints_its_help(name, monkeypatch, capsys):
         module.main()
     assert done.value.code == 0
     assert "usage:" in capsys.readouterr().out
+
+
+def test_gpu_check_script_parses_and_lists_its_steps():
+    """benchmarks/gpu_check.sh (run by hand on a GPU) is valid bash and names its steps."""
+    import subprocess
+
+    script = Path(__file__).parent.parent / "benchmarks" / "gpu_check.sh"
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    out = subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True, check=True).stdout
+    assert "steps: install gpu cupy tests example race fp16 stream memcheck bench" in out
+    refused = subprocess.run(["bash", str(script), "--only", "nope"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "no step 'nope'" in refused.stderr

@@ -38,9 +38,11 @@ def fake_callables():
              for n in ("empty", "asarray", "asnumpy", "ascontiguousarray")]
     for name, value in vars(fake.cuda).items():
         pairs.append((f"cupy.cuda.{name}", value, getattr(cupy.cuda, name, None)))
-    pairs.append(("cupy.cuda.runtime.getDeviceCount", fake.cuda.runtime.getDeviceCount,
-                  getattr(cupy.cuda.runtime, "getDeviceCount", None)))
-    for cls, real in ((fake_cupy.Stream, cupy.cuda.Stream), (fake_cupy.MemoryPool, cupy.cuda.MemoryPool)):
+    for name in ("getDeviceCount", "getDevice", "setDevice"):
+        pairs.append((f"cupy.cuda.runtime.{name}", getattr(fake.cuda.runtime, name),
+                      getattr(cupy.cuda.runtime, name, None)))
+    for cls, real in ((fake_cupy.Stream, cupy.cuda.Stream), (fake_cupy.MemoryPool, cupy.cuda.MemoryPool),
+                      (fake_cupy.Event, cupy.cuda.Event), (fake_cupy._Device, cupy.cuda.Device)):
         for name, value in vars(cls).items():
             if not name.startswith("_") and callable(getattr(cls, name)):
                 pairs.append((f"{real.__name__}.{name}", getattr(cls, name), getattr(real, name, None)))
@@ -59,7 +61,8 @@ def test_stand_in_arrays_offer_what_cupy_arrays_do():
     for name in ("shape", "dtype", "flags", "device", "__cuda_array_interface__", "__dlpack_device__",
                  "get", "astype", "strides", "data", "ndim"):
         assert hasattr(cupy.ndarray, name), name
-    for name in ("shape", "dtype", "flags", "device", "__cuda_array_interface__"):
+    for name in ("shape", "dtype", "flags", "device", "__cuda_array_interface__", "get", "astype", "strides",
+                 "data", "ndim"):
         assert hasattr(fake_cupy.ndarray(np.ones(2)), name), name
 
 

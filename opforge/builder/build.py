@@ -92,6 +92,20 @@ def cuda_flags(spec: BuildSpec, toolchain: Toolchain, archs) -> tuple:
     return tuple(flags) + spec.extra_cuda_cflags
 
 
+def relocatable_device_code(flags) -> bool:
+    """Whether nvcc `flags` compile relocatable device code (-rdc=true, -dc), whose objects need a
+    device-link step before the host linker (the last -rdc given wins, as in nvcc)."""
+    flags, relocatable = list(flags), False
+    for i, flag in enumerate(flags):
+        name, _, value = flag.partition("=")
+        if name in ("-dc", "--device-c"):
+            relocatable = True
+        elif name in ("-rdc", "--relocatable-device-code"):
+            value = value or (flags[i + 1] if i + 1 < len(flags) else "")
+            relocatable = value.lower() == "true"
+    return relocatable
+
+
 def config_key(spec: BuildSpec, toolchain: Toolchain, cuda=None, archs=()) -> str:
     """Everything but the sources that changes the binary (for CUDA: nvcc, arches, CUDA flags)."""
     flags = compile_flags(spec, cuda=cuda)
@@ -118,7 +132,7 @@ class Build:
             from opforge import config
             from opforge.builder.cuda_arch import target_archs
 
-            self.archs = tuple(target_archs(config.cuda_arch()))
+            self.archs = tuple(target_archs(config.cuda_arch(), cuda.gpu_codes))
         self.key1 = source_key(spec, toolchain, cuda, self.archs)
         self.tag = f"{spec.name}-{self.key1[:16]}"
 
@@ -166,6 +180,8 @@ class Build:
         workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         started = time.perf_counter()
         print(f"opforge: building '{self.spec.name}' ({len(self.spec.sources)} source(s))", flush=True)
+        for note in self._arch_notes():
+            print(f"opforge: {note}", flush=True)
         sup = support.support_dir(self.root, self.toolchain, support_flags(self.spec, self.cuda), self.cuda)
         plan = self._plan(workdir, sup)
         write_if_changed(workdir / "build.ninja", ninja_text(plan))
@@ -189,6 +205,15 @@ class Build:
         print(f"opforge: built '{self.spec.name}' in {time.perf_counter() - started:.2f} s", flush=True)
         return entry
 
+    def _arch_notes(self) -> list:
+        """What the build says about the architectures: a GPU here that nvcc cannot build for."""
+        from opforge import config
+        from opforge.builder.cuda_arch import fit_to_nvcc, visible_archs
+
+        if self.cuda is None or config.cuda_arch():
+            return []
+        return fit_to_nvcc(visible_archs(), self.cuda.gpu_codes)[1]
+
     def _plan(self, workdir: Path, sup: Path):
         from opforge.builder.ninja_file import NinjaPlan
 
@@ -202,10 +227,12 @@ class Build:
             return NinjaPlan(self.toolchain.command, flags, ldflags, host,
                              (str(sup / "opforge_support.o"),), str(workdir / f"lib{self.spec.name}.so"))
         device = tuple((objects[s], str(s)) for s in self.spec.sources if s.suffix == ".cu")
+        nvcc_flags = cuda_flags(self.spec, self.toolchain, self.archs)
+        device_link = str(workdir / "obj" / "device_link.o") if relocatable_device_code(nvcc_flags) else ""
         return NinjaPlan(self.toolchain.command, flags, ldflags + self.cuda.runtime_libs, host,
                          (str(sup / "opforge_support.o"), str(sup / "opforge_cuda_support.o")),
-                         str(workdir / f"lib{self.spec.name}.so"), self.cuda.command,
-                         cuda_flags(self.spec, self.toolchain, self.archs), device)
+                         str(workdir / f"lib{self.spec.name}.so"), self.cuda.command, nvcc_flags, device,
+                         device_link)
 
     def _changed_inputs(self, headers: list) -> list:
         """The sources and headers written since the spec read the sources (a source whose

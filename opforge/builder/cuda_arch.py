@@ -1,8 +1,9 @@
 """Which GPU architectures a CUDA library is compiled for, and nvcc's -gencode flags for them.
 
 $OPFORGE_CUDA_ARCH when set (an explicit request wins, as TORCH_CUDA_ARCH_LIST does for torch);
-else the compute capabilities of the GPUs visible here; else DEFAULT_ARCHS, whose newest entry
-also gets PTX so that GPUs newer than the list compile it at load time.
+else the compute capabilities of the GPUs visible here, each as the installed nvcc can build it
+(a GPU newer than nvcc gets PTX of the newest architecture nvcc knows); else DEFAULT_ARCHS, whose
+newest entry also gets PTX so that GPUs newer than the list compile it at load time.
 """
 import re
 from typing import NamedTuple
@@ -43,12 +44,37 @@ def visible_archs() -> "list[Arch]":
     return [Arch(c) for c in driver_info().capabilities]
 
 
-def target_archs(explicit: "str | None") -> "list[Arch]":
-    """The architectures to build for: `explicit` ($OPFORGE_CUDA_ARCH), else the visible GPUs,
-    else DEFAULT_ARCHS."""
+def target_archs(explicit: "str | None", known: tuple = ()) -> "list[Arch]":
+    """The architectures to build for: `explicit` ($OPFORGE_CUDA_ARCH), else the visible GPUs
+    (fitted to `known`, see fit_to_nvcc), else DEFAULT_ARCHS."""
     if explicit:
         return parse_archs(explicit)
-    return visible_archs() or parse_archs(DEFAULT_ARCHS)
+    return fit_to_nvcc(visible_archs(), known)[0] or parse_archs(DEFAULT_ARCHS)
+
+
+def fit_to_nvcc(archs, known: tuple) -> "tuple[list[Arch], list[str]]":
+    """(archs, notes): each architecture nvcc does not know (a GPU newer than the installed CUDA)
+    replaced by PTX for the newest one it knows below it, which the driver compiles for the GPU
+    when the library loads; a note per replacement says so. `known`: the names nvcc lists
+    (`nvcc --list-gpu-code`, as "80", "120"); empty when not known, and nothing is replaced."""
+    out, notes = [], []
+    numbered = sorted((int(k), k) for k in known if k.isdigit())
+    for arch in archs:
+        below = [name for number, name in numbered if number <= _number(arch.name)]
+        if not known or arch.name in known or not below:
+            fitted = arch
+        else:
+            fitted = Arch(below[-1], True)
+            notes.append(f"this nvcc does not know sm_{arch.name} (a GPU here): building PTX for "
+                         f"compute_{fitted.name} instead, which the driver compiles for the GPU when the "
+                         "library loads (slower to load; a newer CUDA toolkit builds for it directly)")
+        if fitted not in out:
+            out.append(fitted)
+    return out, notes
+
+
+def _number(name: str) -> int:
+    return int(re.match(r"\d+", name)[0])
 
 
 def gencode_flags(archs) -> tuple:

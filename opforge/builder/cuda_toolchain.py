@@ -36,6 +36,7 @@ class CudaToolchain(NamedTuple):
     include_dirs: tuple     # cuda_runtime.h and friends (the host compiler needs them too)
     library_dirs: tuple     # libcudart_static.a
     root: str               # the toolkit's top folder: headers under it are keyed by the release
+    gpu_codes: tuple = ()   # the architectures it builds code for ("80", "120"); () if not known
 
     @property
     def identity(self) -> str:
@@ -86,17 +87,19 @@ def detect_cuda(root: Path) -> CudaToolchain:
     memo = root / "toolchains" / ("nvcc-" + digest(found, real, st.st_size, st.st_mtime_ns)[:24] + ".json")
     try:
         info = json.loads(memo.read_text())
-    except (OSError, ValueError):
+        info["gpu_codes"]   # a memo from before nvcc's architectures were asked is asked again
+    except (OSError, ValueError, KeyError):
         info = probe(found)
         from opforge.cache.entry import write_atomic
 
         write_atomic(memo, json.dumps(info))
     return CudaToolchain((found,), real, info["release"], info["version"], tuple(info["include_dirs"]),
-                         tuple(info["library_dirs"]), info["root"])
+                         tuple(info["library_dirs"]), info["root"], tuple(info["gpu_codes"]))
 
 
 def probe(nvcc: str) -> dict:
-    """What `nvcc --version` and a dry run say: release, banner, include and library folders."""
+    """What `nvcc --version`, a dry run and `--list-gpu-code` say: release, banner, include and
+    library folders, the architectures it builds for."""
     version = _run([nvcc, "--version"])
     found = re.search(r"release (\d+\.\d+)", version)
     if not found:
@@ -107,8 +110,9 @@ def probe(nvcc: str) -> dict:
     library_dirs = [d for d in _paths(variables.get("LIBRARIES", ""), "-L") if not d.endswith("stubs")]
     top = os.path.normpath(variables.get("TOP", os.path.join(os.path.dirname(nvcc), "..")))
     banner = [ln for ln in version.splitlines() if ln.strip()][-2:]
+    codes = re.findall(r"^sm_(\w+)$", _run([nvcc, "--list-gpu-code"]), flags=re.MULTILINE)
     return {"release": found.group(1), "version": " ".join(banner), "include_dirs": include_dirs,
-            "library_dirs": library_dirs, "root": top}
+            "library_dirs": library_dirs, "root": top, "gpu_codes": codes}
 
 
 def _paths(text: str, flag: str) -> list:

@@ -8,6 +8,11 @@ from opforge.errors import OpError
 
 _DLPACK_CUDA = 2  # DLDeviceType kDLCUDA
 
+# Where the inputs of a CUDA op that takes no strided inputs start: a multiple of the widest
+# vector load a kernel may do (float4, double2, int4). cupy's allocations are 256-byte aligned,
+# but a view starting inside one (x[1:]) is aligned to its element size only.
+VECTOR_ALIGNMENT = 16
+
 
 def prepare(op: str, names: list, args: tuple, accepts_strided: bool) -> tuple:
     """(cupy arrays or None, device id, cupy's current stream on it as an int) for the inputs;
@@ -32,10 +37,26 @@ def prepare(op: str, names: list, args: tuple, accepts_strided: bool) -> tuple:
                          "to one (with cupy.cuda.Device(n): cupy.asarray(x))")
     device = devices[0] if devices else cp.cuda.Device().id
     with cp.cuda.Device(device):
-        if not accepts_strided:
-            arrays = [a if a is None or a.flags.c_contiguous else cp.ascontiguousarray(a) for a in arrays]
+        arrays = laid_out(cp, arrays, accepts_strided)
         stream = cp.cuda.get_current_stream().ptr
     return arrays, device, stream
+
+
+def laid_out(xp, arrays: list, accepts_strided: bool) -> list:
+    """The GPU `arrays` as an op gets them: as they are if it accepts strided inputs, else
+    C-contiguous and starting at a multiple of VECTOR_ALIGNMENT bytes, copied on the current
+    stream where they are not (`xp`: cupy, or a stand-in array module)."""
+    if accepts_strided:
+        return arrays
+    return [None if a is None else _laid_out(xp, a) for a in arrays]
+
+
+def _laid_out(xp, a):
+    if not a.flags.c_contiguous:
+        return xp.ascontiguousarray(a)   # a new allocation, aligned
+    if a.__cuda_array_interface__["data"][0] % VECTOR_ALIGNMENT:
+        return a.copy()
+    return a
 
 
 def empty(shape: tuple, dtype: str, device: int):

@@ -16,6 +16,7 @@ class NinjaPlan:
     nvcc: tuple = ()         # CUDA libraries: nvcc, its flags and its ((object, .cu source), ...)
     cuda_flags: tuple = ()
     cuda_compiles: tuple = ()
+    device_link: str = ""    # relocatable device code (-rdc=true): the object nvcc -dlink makes
 
 
 def _quote(args) -> str:
@@ -56,6 +57,10 @@ def ninja_text(plan: NinjaPlan) -> str:
         for obj, src in compiles:
             lines.append(f"build {_escape_path(obj)}: {rule} {_escape_path(src)}")
             objects.append(_escape_path(obj))
+    if plan.device_link:
+        device_objects = " ".join(_escape_path(obj) for obj, _ in plan.cuda_compiles)
+        lines.append(f"build {_escape_path(plan.device_link)}: dlink {device_objects}")
+        objects.append(_escape_path(plan.device_link))
     objects += [_escape_path(o) for o in plan.extra_objects]
     lines.append(f"build {_escape_path(plan.output)}: link {' '.join(objects)}")
     lines.append(f"default {_escape_path(plan.output)}")
@@ -71,4 +76,10 @@ def _nvcc_rule(plan: NinjaPlan) -> list:
         "  depfile = $out.d",
         "  description = compiling $in (nvcc)",
         "",
+        # relocatable device code: nvcc resolves device calls across the .cu objects before
+        # the host linker sees them, else the library has unresolved registration symbols
+        *(["rule dlink",
+           "  command = $nvcc -dlink $cuda_cflags $in -o $out.tmp && mv -f $out.tmp $out",
+           "  description = device-linking $out",
+           ""] if plan.device_link else []),
     ]

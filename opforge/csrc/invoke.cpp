@@ -60,6 +60,26 @@ bool dtype_allowed(const opf_param& p, int32_t dtype, int32_t opset) {
   throw CallError(std::string(def->name) + ": " + what, false);
 }
 
+/// The inputs as infer and workspace see them: both run on the host, so the data of a tensor
+/// in GPU memory is hidden (null) and reading it throws NeedsValue, where dereferencing the
+/// device pointer would crash. `hidden` holds the copies when any input is on a GPU.
+const opf_tensor* host_view(const opf_tensor* inputs, int32_t num_inputs, std::vector<opf_tensor>& hidden) {
+  bool on_gpu = false;
+  for (int32_t i = 0; i < num_inputs; ++i) on_gpu = on_gpu || (inputs[i].device_type == OPF_CUDA && inputs[i].data);
+  if (!on_gpu) return inputs;
+  hidden.assign(inputs, inputs + num_inputs);
+  for (opf_tensor& t : hidden)
+    if (t.device_type == OPF_CUDA) t.data = nullptr;
+  return hidden.data();
+}
+
+/// The error for an infer or workspace function that read an input value in GPU memory.
+[[noreturn]] void reads_gpu_value(const opf_op_def* def, const char* function) {
+  op_failed(def, std::string(function) + " reads the value of an input in GPU memory, which it cannot: it runs "
+                 "on the host. A CUDA op's " + function + " must follow from its inputs' dtypes and shapes and "
+                 "its attributes (make the value an attribute)");
+}
+
 void check_count(const opf_op_def* def, int32_t num_inputs) {
   int32_t required = required_inputs(def), declared = def->num_inputs;
   bool variadic = is_variadic(def->inputs, declared);
@@ -172,23 +192,32 @@ void infer(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs, 
            opf_tensor* outputs, int32_t num_outputs, Sizes sizes, bool checked) {
   if (!checked) check_call(def, inputs, num_inputs, num_outputs, sizes, attrs.opset);
   for (int32_t k = 0; k < num_outputs; ++k) clear_view(outputs[k]);
-  opf_infer_ctx ic{def, inputs, num_inputs, attrs.data, attrs.size, outputs, num_outputs};
+  std::vector<opf_tensor> hidden;
+  opf_infer_ctx ic{def, host_view(inputs, num_inputs, hidden), num_inputs, attrs.data, attrs.size, outputs,
+                   num_outputs};
   opf_error err;
   err.code = OPF_ERR_FAILED;
   err.message[0] = '\0';
-  if (def->infer(&ic, &err) != 0) throw CallError(err.message, false, false, err.code == OPF_ERR_NEEDS_VALUE);
+  if (def->infer(&ic, &err) != 0) {
+    if (err.code == OPF_ERR_NEEDS_VALUE && !hidden.empty()) reads_gpu_value(def, "infer");
+    throw CallError(err.message, false, false, err.code == OPF_ERR_NEEDS_VALUE);
+  }
   for (int32_t k = 0; k < num_outputs; ++k) check_output(def, k, outputs[k], sizes);
 }
 
 int64_t workspace_bytes(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs,
                         const AttrView& attrs) {
   if (def->workspace == nullptr) return 0;
-  opf_infer_ctx ic{def, inputs, num_inputs, attrs.data, attrs.size, nullptr, 0};
+  std::vector<opf_tensor> hidden;
+  opf_infer_ctx ic{def, host_view(inputs, num_inputs, hidden), num_inputs, attrs.data, attrs.size, nullptr, 0};
   opf_error err;
   err.code = OPF_ERR_FAILED;
   err.message[0] = '\0';
   int64_t bytes = 0;
-  if (def->workspace(&ic, &bytes, &err) != 0) throw CallError(err.message, false);
+  if (def->workspace(&ic, &bytes, &err) != 0) {
+    if (err.code == OPF_ERR_NEEDS_VALUE && !hidden.empty()) reads_gpu_value(def, "workspace");
+    throw CallError(err.message, false);
+  }
   if (bytes < 0) op_failed(def, "the workspace function returned a negative size");
   return bytes;
 }

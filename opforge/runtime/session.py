@@ -16,7 +16,7 @@ import onnx
 from opforge import _core
 from opforge.runtime.custom_ops import collect as custom_ops_of
 from opforge.runtime import providers as _providers  # noqa: F401  (registers the reference kernels)
-from opforge.runtime.errors import FeedError
+from opforge.runtime.errors import ConfigEntryError, FeedError
 from opforge.runtime.execute.control_flow import RUN_OPTIONS, hoist_outer_constants
 from opforge.runtime.execute.executor import Dispatcher, Executor
 from opforge.runtime.execute.feeds import FeedChecker, as_output, on_device, to_host
@@ -40,6 +40,7 @@ from opforge.runtime.providers.registry import CPU, CUDA, PROVIDERS, REFERENCE, 
 from opforge.runtime.session_extras import SessionExtras
 
 logger = logging.getLogger("opforge.runtime")
+DISABLE_SYNCHRONIZE = "disable_synchronize_execution_providers"   # onnxruntime's run config key
 
 
 @dataclass(frozen=True)
@@ -216,19 +217,30 @@ class InferenceSession(SessionExtras):
                 raise FeedError(f"unknown output {name!r}; the model's outputs are "
                                 f"{sorted(self._known_outputs)}")
         env, key = self._feeds.check(input_feed)
-        if key is None:
-            env = self._feeds_in_place(env)
-        if self.device is None and run_options is None and observe is None and RUN_OPTIONS.get() is None \
-                and not KEEP_ON_DEVICE.get():
-            # a host session's plain run: nothing for the context to carry (a batch-1 model's
-            # whole run is a few microseconds, and setting and resetting them costs ~0.5)
-            outputs = self._runner.run(env, None, key)
+        if self.device is not None:
+            outputs = self._run_on_device(env, run_options, key, keep_on_device, observe)
         else:
-            outputs = self._run_in_context(env, run_options, key, keep_on_device, observe)
+            if key is None:
+                env = self._feeds_in_place(env)
+            if run_options is None and observe is None and RUN_OPTIONS.get() is None and not KEEP_ON_DEVICE.get():
+                # a host session's plain run: nothing for the context to carry (a batch-1 model's
+                # whole run is a few microseconds, and setting and resetting them costs ~0.5)
+                outputs = self._runner.run(env, None, key)
+            else:
+                outputs = self._run_in_context(env, run_options, key, keep_on_device, observe)
         if names is self._output_names and self._executor.output_names == names:
             return list(outputs)
         values = dict(zip(self._executor.output_names, outputs))
         return [values[name] for name in names]
+
+    def _run_on_device(self, env: dict, run_options, key, keep_on_device: bool, observe=None) -> list[Any]:
+        """A run of a CUDA session: ordered after the work queued on the caller's stream, and
+        complete when it returns unless the run options say not to wait (onnxruntime's
+        "disable_synchronize_execution_providers": "1"; the caller's stream still waits)."""
+        with self.device.run(synchronize=_synchronizes(run_options)):
+            if key is None:
+                env = self._feeds_in_place(env)
+            return self._run_in_context(env, run_options, key, keep_on_device, observe)
 
     def _run_in_context(self, env: dict, run_options, key, keep_on_device: bool, observe=None) -> list[Any]:
         """The run with its options visible to loops inside it, and the session's device current."""
@@ -353,6 +365,15 @@ def _as_outputs(outputs: list) -> list:
         if type(value) is not np.ndarray or value.dtype.kind in "US":
             outputs[index] = as_output(to_host(value) if on_device(value) else value)
     return outputs
+
+
+def _synchronizes(run_options: RunOptions | None) -> bool:
+    """Whether a run waits for its GPU work before returning: unless its options set
+    onnxruntime's "disable_synchronize_execution_providers" to "1"."""
+    try:
+        return run_options is None or run_options.get_run_config_entry(DISABLE_SYNCHRONIZE) != "1"
+    except ConfigEntryError:
+        return True
 
 
 def _provider_list(providers, provider_options, no_reference: bool):

@@ -1,5 +1,6 @@
 """CUDA builds on any machine with nvcc (no GPU needed): compile, link, load, read the op table,
 header edits, compile errors, architectures and cache keys, and a missing toolchain."""
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -39,7 +40,7 @@ def test_cuda_library_builds_loads_and_lists_its_ops(cache_dir, tmp_path, one_ar
     lib = build(copy_ops(tmp_path / "ops"))
     backends = {h.name: h.schema()["backend"] for h in lib.op_table}
     assert backends == {"scale": "CUDA", "add_via_workspace": "CUDA", "bad_launch": "CUDA",
-                        "bad_call": "CUDA", "negate": "CUDA", "numel": "CPU"}
+                        "bad_call": "CUDA", "tiled": "CUDA", "negate": "CUDA", "numel": "CPU"}
     assert lib.scale.schema["domain"] == "com.example"
     assert [a["name"] for a in lib.scale.schema["attributes"]] == ["alpha"]
     assert lib.add_via_workspace.schema["has_workspace"]
@@ -204,6 +205,62 @@ def test_cuda_compile_error_starts_with_the_users_cu_line(cache_dir, tmp_path, o
     assert "nvcc" in info.value.command and str(src) in info.value.command
 
 
+RDC_OP = """#include <opforge/cuda.h>
+
+__device__ float twice(float x);  // defined in twice.cu: a call across files needs -rdc=true
+
+__global__ void double_kernel(float* y, const float* x, int64_t n) {
+  int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] = twice(x[i]);
+}
+
+static void doubled(opforge::KernelContext& ctx) {
+  int64_t n = ctx.input(0).numel();
+  double_kernel<<<unsigned((n + 255) / 256 + 1), 256, 0, ctx.stream()>>>(
+      ctx.output(0).data<float>(), ctx.input(0).data<float>(), n);
+}
+
+OPFORGE_OP(doubled).input("X", {opforge::f32}).output("Y").infer(opforge::same_as_input0).compute(doubled);
+"""
+
+
+@requires_nvcc
+@pytest.mark.parametrize("flag", [["-rdc=true"], ["--relocatable-device-code", "true"]])
+def test_relocatable_device_code_is_device_linked(cache_dir, tmp_path, one_arch, flag):
+    """A device function called from another .cu file (-rdc=true) links: nvcc -dlink runs before
+    the host linker, which otherwise finds the device code's registration unresolved."""
+    (tmp_path / "op.cu").write_text(RDC_OP)
+    (tmp_path / "twice.cu").write_text("__device__ float twice(float x) { return 2.0f * x; }\n")
+    lib = opforge.CustomOpBuilder("rdc_ops", [tmp_path / "op.cu", tmp_path / "twice.cu"],
+                                  extra_cuda_cflags=flag).load()
+    assert lib.doubled.schema["backend"] == "CUDA"
+    if not gpu_unavailable():
+        import cupy as cp
+
+        np.testing.assert_array_equal(cp.asnumpy(lib.doubled(cp.arange(5, dtype=cp.float32))),
+                                      2 * np.arange(5))
+
+
+@requires_nvcc
+def test_gpu_newer_than_nvcc_gets_ptx_of_the_newest_it_knows(cache_dir, tmp_path, monkeypatch, capsys):
+    """A GPU whose architecture the installed nvcc does not know (here a made-up sm_999) is built
+    for as PTX of nvcc's newest architecture, and the build says so."""
+    from opforge.builder.cuda_toolchain import detect_cuda
+
+    monkeypatch.delenv("OPFORGE_CUDA_ARCH", raising=False)
+    monkeypatch.setattr(cuda_driver, "_found", cuda_driver.DriverInfo(("999",), ""))
+    (tmp_path / "probe" / "toolchains").mkdir(parents=True)
+    codes = detect_cuda(tmp_path / "probe").gpu_codes
+    newest = max((code for code in codes if code.isdigit()), key=int)
+    src = tmp_path / "one.cu"
+    src.write_text((CUDA_OPS / "elementwise.cu").read_text().replace('#include "factor.cuh"',
+                                                                    "#define OPF_TEST_FACTOR 1.0f"))
+    lib = opforge.CustomOpBuilder("newer_gpu", [src]).load()
+    assert "scale" in lib.op_names
+    out = capsys.readouterr().out
+    assert f"this nvcc does not know sm_999 (a GPU here): building PTX for compute_{newest}" in out
+
+
 @requires_nvcc
 def test_load_inline_builds_cuda_source(cache_dir, one_arch):
     source = (CUDA_OPS / "elementwise.cu").read_text().replace('#include "factor.cuh"',
@@ -312,6 +369,30 @@ def test_target_archs_env_then_gpu_then_default(monkeypatch):
     assert default == cuda_arch.parse_archs(cuda_arch.DEFAULT_ARCHS) and default[-1].ptx
 
 
+def test_archs_nvcc_does_not_know_become_ptx_of_the_newest_below():
+    known = ("75", "80", "86", "90", "100")
+    archs, notes = cuda_arch.fit_to_nvcc(cuda_arch.parse_archs("80;90;120;121"), known)
+    assert archs == [("80", False), ("90", False), ("100", True)]
+    assert len(notes) == 2 and "sm_120" in notes[0] and "PTX for compute_100" in notes[0]
+    assert cuda_arch.fit_to_nvcc(cuda_arch.parse_archs("120"), ())[0] == [("120", False)]  # not known
+    assert cuda_arch.fit_to_nvcc(cuda_arch.parse_archs("70"), known)[0] == [("70", False)]  # none below
+
+
+def test_target_archs_fit_the_visible_gpu_not_an_explicit_list(monkeypatch):
+    monkeypatch.setattr(cuda_driver, "_found", cuda_driver.DriverInfo(("120",), ""))
+    assert cuda_arch.target_archs(None, ("80", "90")) == [("90", True)]
+    assert cuda_arch.target_archs("120", ("80", "90")) == [("120", False)]
+
+
+@pytest.mark.parametrize("flags, relocatable", [
+    (["-O2"], False), (["-rdc=true"], True), (["-rdc=false"], False), (["-rdc", "true"], True),
+    (["--relocatable-device-code=true"], True), (["-dc"], True), (["-rdc=true", "-rdc=false"], False)])
+def test_relocatable_device_code_flags_are_recognised(flags, relocatable):
+    from opforge.builder.build import relocatable_device_code
+
+    assert relocatable_device_code(flags) is relocatable
+
+
 FAKE_CXX = Toolchain(("/usr/bin/g++",), "/usr/bin/g++", "g++ 12", "gcc")
 
 
@@ -342,6 +423,16 @@ def test_ninja_file_compiles_cu_with_nvcc_depfiles():
     assert "build /w/libk.so: link /w/h.o /w/k.o /sup/opforge_support.o" in text
     nvcc_rule = text[text.index("rule nvcc"):]
     assert nvcc_rule.splitlines()[2] == "  depfile = $out.d"
+
+
+def test_ninja_file_device_links_relocatable_device_code():
+    plan = NinjaPlan(("g++",), ("-O2",), ("-shared",), (), ("/sup/opforge_support.o",), "/w/libk.so",
+                     ("nvcc",), ("-rdc=true",), (("/w/a.o", "/s/a.cu"), ("/w/b.o", "/s/b.cu")), "/w/dlink.o")
+    text = ninja_text(plan)
+    assert "rule dlink\n  command = $nvcc -dlink $cuda_cflags $in -o $out.tmp" in text
+    assert "build /w/dlink.o: dlink /w/a.o /w/b.o" in text
+    assert "build /w/libk.so: link /w/a.o /w/b.o /w/dlink.o /sup/opforge_support.o" in text
+    assert "dlink" not in ninja_text(dataclasses.replace(plan, device_link=""))
 
 
 def test_nvcc_front_end_errors_are_reported_as_file_and_line():

@@ -73,6 +73,28 @@ def test_call_allocates_outputs_and_workspace_on_the_inputs_gpu(lib, fake_gpu):
     assert fake_gpu.allocations == [((2, 3), "float32", 1), ((24,), "uint8", 1)]
 
 
+def test_offset_view_is_passed_aligned_for_vector_loads(fake_gpu):
+    """x[1:] starts 4 bytes into its allocation: an op taking no strided inputs gets a copy that
+    starts at a VECTOR_ALIGNMENT boundary; one that takes strided inputs gets the view itself."""
+    from opforge.builder.device_arrays import VECTOR_ALIGNMENT, prepare
+
+    view = fake_cupy.ndarray(np.arange(9, dtype=np.float32))[1:]
+    assert view.data.ptr % VECTOR_ALIGNMENT != 0
+    (given,), _, _ = prepare("scale", ["X"], (view,), False)
+    assert given.data.ptr % VECTOR_ALIGNMENT == 0
+    np.testing.assert_array_equal(given.get(), np.arange(1, 9))
+    assert prepare("scale", ["X"], (view,), True)[0][0] is view
+
+
+def test_infer_reading_a_gpu_value_is_the_ops_error(lib, fake_gpu):
+    """infer runs on the host: the value of an input in GPU memory is hidden from it, so reading
+    it is an error naming the op, where dereferencing the device pointer would crash."""
+    x = fake_cupy.ndarray(np.ones(4, np.float32))
+    times = fake_cupy.ndarray(np.array([2], np.int64))
+    with pytest.raises(opforge.OpError, match=r"^tiled: infer reads the value of an input in GPU memory"):
+        lib.tiled(x, times)
+
+
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_scale_on_cupy_arrays(lib, dtype):
@@ -157,3 +179,18 @@ def test_cuda_check_names_the_call_and_the_op(lib):
 def test_numpy_refused_on_a_real_gpu(lib):
     with pytest.raises(TypeError, match="in host memory"):
         lib.scale(np.ones(3, np.float32))
+
+
+@pytest.mark.cuda
+def test_call_leaves_the_callers_current_gpu_current(lib):
+    """The op's GPU is made current for its launch only: the caller's current GPU stays current."""
+    import cupy as cp
+
+    if cp.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs two GPUs")
+    with cp.cuda.Device(1):
+        x = cp.ones(8, cp.float32)
+    with cp.cuda.Device(0):
+        y = lib.scale(x, alpha=2.0)
+        assert cp.cuda.runtime.getDevice() == 0
+    assert y.device.id == 1

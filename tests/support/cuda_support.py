@@ -1,5 +1,6 @@
 """What CUDA tests need: nvcc (to build), a GPU with cupy (to launch), the test CUDA library, and
-a stand-in GPU made of numpy on which the CUDA provider's kernels run without one."""
+two stand-in GPUs on which the CUDA provider's kernels run without one: numpy (NumpyGPU), and
+the provider's own device over the stand-in cupy (cupy_gpu), which orders work by streams."""
 import contextlib
 import functools
 from pathlib import Path
@@ -72,11 +73,20 @@ class NumpyGPU:
         self.entered += 1
         return contextlib.nullcontext(self)
 
+    def run(self, synchronize=True):
+        return contextlib.nullcontext(self)   # numpy's work is done when its call returns
+
+    def synchronize(self):
+        pass
+
     def upload(self, value):
         if value is None or isinstance(value, OnDevice):   # already here, as cupy.asarray passes it
             return value
+        array = np.array(value)
+        if array.dtype.kind in "OUSV":
+            raise ValueError(f"Unsupported dtype {array.dtype}")   # as cupy.asarray refuses it
         self.uploads += 1
-        return np.array(value).view(OnDevice)
+        return array.view(OnDevice)
 
     def download(self, value):
         self.downloads += 1
@@ -93,3 +103,20 @@ def numpy_gpu(monkeypatch):
     monkeypatch.setattr(session_module, "_cuda_device",
                         lambda providers, options: gpu if "CUDAExecutionProvider" in providers else None)
     return gpu
+
+
+@pytest.fixture
+def cupy_gpu(monkeypatch):
+    """Sessions asking for CUDA get the CUDA provider as it runs on a GPU (its CudaDevice: stream,
+    memory pool, copies; kernels on cupy and cupyx) over the stand-in cupy, which it returns."""
+    import sys
+
+    from opforge.runtime import session as session_module
+    from tests.support import fake_cupy
+
+    cp, cupyx = fake_cupy.module(), fake_cupy.cupyx_module()
+    for name, module in (("cupy", cp), ("cupyx", cupyx), ("cupyx.scipy", cupyx.scipy),
+                         ("cupyx.scipy.special", cupyx.scipy.special)):
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(session_module, "_cuda_usable", lambda: True)
+    return cp

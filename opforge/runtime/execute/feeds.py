@@ -150,9 +150,10 @@ def on_device(value: Any) -> bool:
 
 
 def to_host(value: Any) -> np.ndarray:
-    """A device array copied into a numpy array."""
+    """A device array copied into a numpy array: a cupy array through its ``get()`` (on the
+    current stream), others through numpy."""
     get = getattr(value, "get", None)
-    return get() if type(value).__module__.split(".")[0] == "cupy" and get else np.asarray(value)
+    return get() if callable(get) and on_device(value) else np.asarray(value)
 
 
 def _check_tensor(value: Any, tensor: onnx.TypeProto.Tensor, info: ValueInfo) -> np.ndarray:

@@ -168,10 +168,19 @@ class IOBinding:
         self._devices.clear()
 
     def synchronize_inputs(self) -> None:
-        """Inputs are read when the run starts; nothing to wait for."""
+        """Waits until the session's GPU has finished the work queued on it, the writes of bound
+        inputs in its memory included, as onnxruntime's does (nothing to wait for on the CPU)."""
+        self._synchronize(self._inputs.values())
 
     def synchronize_outputs(self) -> None:
-        """Outputs are complete when the run returns; nothing to wait for."""
+        """Waits until the session's GPU has finished writing the outputs in its memory: needed
+        after a run whose options disable the wait at its end, to read them on another stream."""
+        self._synchronize([value.value() for value in self._results])
+
+    def _synchronize(self, values) -> None:
+        device = self._session.device
+        if device is not None and any(on_device(value) for value in values):
+            device.synchronize()
 
     def _run(self, run_options=None) -> None:
         names = list(self._outputs)

@@ -3,8 +3,9 @@
 //
 // Before an op's compute: a device must be there (else an error that says why: no driver, a
 // driver older than this runtime, no GPU), every tensor must be in the memory of one GPU, and
-// that GPU becomes current. After it: a failed kernel launch (cudaGetLastError) becomes the op's
-// error. The op's own CUDA calls are checked with OPFORGE_CUDA_CHECK (opforge/cuda.h).
+// that GPU becomes current (the caller's is current again after). After it: a failed kernel
+// launch (cudaGetLastError) becomes the op's error. The op's own CUDA calls are checked with
+// OPFORGE_CUDA_CHECK (opforge/cuda.h).
 #include <cuda_runtime_api.h>
 
 #include <string>
@@ -58,13 +59,32 @@ int device_of(const opf_compute_ctx* c) {
   return device;
 }
 
-void run_cuda(const opf_compute_ctx* c, ComputeFn fn) {
-  if (!unavailable().empty()) throw Error(unavailable());
-  int device = device_of(c);
-  if (device >= 0) {
+// The call's GPU made current for the op, and the caller's current again when the op ends: the
+// host (cupy, onnxruntime, the user's own code) keeps its current device across a call.
+class DeviceSwitch {
+ public:
+  explicit DeviceSwitch(int device) {
+    if (device < 0) return;
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    if (previous_ == device) return;
     cudaError_t set = cudaSetDevice(device);
     if (set != cudaSuccess) throw Error(str("cannot use GPU ", device, ": ", cudaGetErrorString(set)));
   }
+  ~DeviceSwitch() {
+    int now = -1;
+    if (previous_ < 0 || (cudaGetDevice(&now) == cudaSuccess && now == previous_)) return;
+    if (cudaSetDevice(previous_) != cudaSuccess) cudaGetLastError();
+  }
+  DeviceSwitch(const DeviceSwitch&) = delete;
+  DeviceSwitch& operator=(const DeviceSwitch&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+void run_cuda(const opf_compute_ctx* c, ComputeFn fn) {
+  if (!unavailable().empty()) throw Error(unavailable());
+  DeviceSwitch on_device(device_of(c));
   cudaGetLastError();  // a launch that failed before this op is not its failure
   KernelContext ctx(c);
   fn(ctx);

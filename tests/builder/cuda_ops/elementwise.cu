@@ -65,3 +65,13 @@ OPFORGE_OP(bad_launch).input("X", {opforge::f32}).output("Y").infer(opforge::sam
 static void bad_call(opforge::KernelContext&) { OPFORGE_CUDA_CHECK(cudaSetDevice(-1)); }
 
 OPFORGE_OP(bad_call).input("X", {opforge::f32}).output("Y").infer(opforge::same_as_input0).compute(bad_call);
+
+// Its infer reads an input's value (how many times to tile X), as a CPU op's may: for a CUDA op
+// that value is in GPU memory, which infer, run on the host, cannot read.
+static void infer_tiled(opforge::InferContext& ctx) {
+  ctx.set_output(0, ctx.input(0).dtype(), {ctx.input(0).numel() * ctx.input(1).data<int64_t>()[0]});
+}
+
+static void tiled(opforge::KernelContext&) {}
+
+OPFORGE_OP(tiled).input("X", {opforge::f32}).input("Times", {opforge::i64}).output("Y").infer(infer_tiled).compute(tiled);

@@ -1,6 +1,7 @@
 """Custom CUDA ops (from a CUDA op library) in a session: run on the session's GPU and stream."""
 from __future__ import annotations
 
+from opforge.builder.device_arrays import laid_out
 from opforge.runtime.errors import KernelNotFoundError
 from opforge.runtime.providers.native import NativeFactory
 from opforge.runtime.providers.registry import CUDA
@@ -24,9 +25,7 @@ class DeviceOpKernel:
                                       f"attributes: {exc}") from None
 
     def run(self, inputs: list) -> list:
-        if not self.schema["accepts_strided"]:
-            inputs = [x if x is None or x.flags.c_contiguous else self.device.xp.ascontiguousarray(x)
-                      for x in inputs]
+        inputs = laid_out(self.device.xp, inputs, self.schema["accepts_strided"])
         wanted = [bool(name) for name in self.node.outputs]
         return self.handle.invoke_cuda(inputs, wanted, self.attrs, self.device.id, self.device.stream_ptr)
 

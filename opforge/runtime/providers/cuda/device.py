@@ -21,14 +21,37 @@ class CudaDevice:
             self.stream = (external_stream(cupy, int(given), self.id) if given
                            else cupy.cuda.Stream(non_blocking=True))
             self.pool = cupy.cuda.MemoryPool()
-        limit = options.get("gpu_mem_limit")
-        if limit:
-            self.pool.set_limit(size=int(limit))
+            limit = options.get("gpu_mem_limit")
+            if limit:
+                self.pool.set_limit(size=int(limit))   # cupy's limit is the current device's
 
     @property
     def stream_ptr(self) -> int:
         """The cudaStream_t custom CUDA ops launch on."""
         return self.stream.ptr
+
+    @contextlib.contextmanager
+    def run(self, synchronize: bool = True):
+        """One run of the session. Its stream first waits for the work queued so far on the
+        caller's current stream, which may still be writing the feeds. At the end the host
+        waits for the session's stream, as onnxruntime does at the end of Run, so outputs left
+        on the GPU can be read on any stream; with `synchronize` False the caller's stream
+        waits for it instead (no host wait), and other streams need synchronize()."""
+        cp = self.xp
+        with cp.cuda.Device(self.id):
+            caller = cp.cuda.get_current_stream()
+            if caller != self.stream:
+                self.stream.wait_event(caller.record())
+        yield self
+        if synchronize:
+            self.stream.synchronize()
+        elif caller != self.stream:
+            with cp.cuda.Device(self.id):
+                caller.wait_event(self.stream.record())
+
+    def synchronize(self) -> None:
+        """The host waits for all work queued on this GPU, on any stream."""
+        self.xp.cuda.Device(self.id).synchronize()
 
     @contextlib.contextmanager
     def active(self):

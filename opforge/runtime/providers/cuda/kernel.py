@@ -11,6 +11,11 @@ from opforge.runtime.errors import KernelNotFoundError
 from opforge.runtime.providers.registry import CUDA
 
 FLOATS = (np.dtype("float16"), np.dtype("float32"), np.dtype("float64"))
+NUMBERS = FLOATS + tuple(np.dtype(t) for t in ("int8", "int16", "int32", "int64", "uint8", "uint16",
+                                                "uint32", "uint64"))
+# What a cupy array holds: strings and objects (refused at upload) and bfloat16 or the float8
+# types stay on the CPU.
+DEVICE_DTYPES = NUMBERS + (np.dtype(bool),)
 CUDA_KERNELS: list = []   # (domain, op type, since version, kernel class)
 
 
@@ -36,19 +41,19 @@ class CudaKernel:
     KernelNotFoundError for a form they do not implement, so the node goes to the CPU) and
     compute with `self.xp` (cupy; numpy in tests) in `compute(*inputs)`.
 
-    `dtypes`: what the float inputs may be (None: any); `host_inputs` / `host_outputs`: indices
-    of inputs read and outputs made in host memory (shapes, axes, starts...).
+    `dtypes`: what the inputs in device memory may be (a node with another dtype, or an unknown
+    one, goes to the CPU); `host_inputs` / `host_outputs`: indices of inputs read and outputs
+    made in host memory (shapes, axes, starts...).
     """
 
     provider = CUDA
-    dtypes: "tuple | None" = FLOATS
+    dtypes: tuple = FLOATS
     host_inputs: tuple = ()
     host_outputs: tuple = ()
 
     def __init__(self, node, opset: int, device):
         self.node, self.opset, self.device, self.xp = node, opset, device, device.xp
-        if self.dtypes is not None:
-            self._check_dtypes(node)
+        self._check_dtypes(node)
         self.setup(node, opset)
 
     def _check_dtypes(self, node) -> None:

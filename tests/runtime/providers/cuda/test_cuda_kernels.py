@@ -1,13 +1,14 @@
 """The CUDA provider's standard-op kernels, one node at a time, against onnxruntime's CPU
 provider: on a real GPU with cupy where there is one (the `cuda`-marked cases), and everywhere
-with numpy as their array module (cuda_support's stand-in GPU), the same code cupy runs."""
+on cuda_support's stand-in GPUs: numpy as their array module, and the stand-in cupy under the
+provider's own device (cupy's dtype rules, stream order, no host arrays in device math)."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import opforge
 from opforge.runtime.providers.registry import CUDA
-from tests.support.cuda_support import numpy_gpu  # noqa: F401  (the stand-in GPU fixture)
+from tests.support.cuda_support import cupy_gpu, numpy_gpu  # noqa: F401  (the stand-in GPU fixtures)
 
 ort = pytest.importorskip("onnxruntime")
 RNG = np.random.default_rng(7)
@@ -49,6 +50,7 @@ CASES = [
     ("unsqueeze-11", "Unsqueeze", {"axes": [1]}, {"x": randn(3, 2)}, {}, 11),
     ("expand", "Expand", {}, {"x": randn(3, 1)}, {"shape": np.array([2, 1, 4], np.int64)}, 13),
     ("flatten0", "Flatten", {"axis": 0}, {"x": randn(2, 3, 4)}, {}, 13),
+    ("flatten-negative", "Flatten", {"axis": -1}, {"x": randn(2, 3, 4)}, {}, 13),
     ("transpose", "Transpose", {}, {"x": randn(2, 3, 4)}, {}, 13),
     ("reshape-zero", "Reshape", {}, {"x": randn(2, 3, 4)}, {"shape": np.array([0, -1], np.int64)}, 14),
     ("gather-neg", "Gather", {"axis": 1}, {"x": randn(3, 5)}, {"i": np.array([[0, -1], [2, 4]], np.int64)}, 13),
@@ -81,11 +83,15 @@ CASES = [
     ("erf", "Erf", {}, {"x": randn(3, 4) * 2}, {}, 17),
     ("gelu", "Gelu", {}, {"x": randn(3, 4) * 3}, {}, 20),
     ("gelu-tanh", "Gelu", {"approximate": "tanh"}, {"x": randn(3, 4) * 3}, {}, 20),
+    ("erf-f16", "Erf", {}, {"x": randn(3, 4, dtype=np.float16) * 2}, {}, 17),
+    ("gelu-f16", "Gelu", {}, {"x": randn(3, 4, dtype=np.float16) * 3}, {}, 20),
+    ("gelu-tanh-f16", "Gelu", {"approximate": "tanh"}, {"x": randn(3, 4, dtype=np.float16) * 3}, {}, 20),
     ("sin", "Sin", {}, {"x": randn(5)}, {}, 17),
     ("cos", "Cos", {}, {"x": randn(5)}, {}, 17),
     ("sign", "Sign", {}, {"x": np.array([-2, 0, 3.5], np.float32)}, {}, 17),
     ("round-half-even", "Round", {}, {"x": np.array([0.5, 1.5, 2.5, -0.5, -1.7, 2.2], np.float32)}, {}, 17),
     ("softplus", "Softplus", {}, {"x": np.concatenate([randn(6) * 3, [30.0, -30.0]]).astype(np.float32)}, {}, 17),
+    ("softplus-f16", "Softplus", {}, {"x": np.array([-30.0, -3.0, 0.5, 9.0, 12.0, 15.0, 19.5, 30.0], np.float16)}, {}, 17),
     ("softsign", "Softsign", {}, {"x": randn(6) * 3}, {}, 17),
     ("mish", "Mish", {}, {"x": randn(6) * 3}, {}, 18),
     ("elu", "Elu", {"alpha": 0.7}, {"x": randn(6) * 3}, {}, 17),
@@ -112,11 +118,11 @@ def single_node_model(op, attrs, feeds, consts, opset):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
-@pytest.fixture(params=["stand-in", pytest.param("gpu", marks=pytest.mark.cuda)])
+@pytest.fixture(params=["stand-in", "stand-in-cupy", pytest.param("gpu", marks=pytest.mark.cuda)])
 def device(request):
-    """Where the session's CUDA kernels run: numpy's stand-in GPU, or the real one."""
-    if request.param == "stand-in":
-        request.getfixturevalue("numpy_gpu")
+    """Where the session's CUDA kernels run: numpy's stand-in GPU, the stand-in cupy, or the real one."""
+    if request.param != "gpu":
+        request.getfixturevalue("numpy_gpu" if request.param == "stand-in" else "cupy_gpu")
     return request.param
 
 
@@ -131,3 +137,18 @@ def test_kernel_matches_onnxruntime(device, op, attrs, feeds, consts, opset):
     assert got.dtype == expected.dtype and got.shape == expected.shape
     tolerance = 1e-3 if got.dtype == np.float16 else 1e-5
     np.testing.assert_allclose(got, expected, rtol=tolerance, atol=tolerance)
+
+
+def as_float16(values: dict) -> dict:
+    return {n: v.astype(np.float16) if getattr(v, "dtype", None) == np.float32 else v for n, v in values.items()}
+
+
+@pytest.mark.parametrize("op, attrs, feeds, consts, opset", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_kernel_output_dtype_is_the_inferred_one_in_float16(device, op, attrs, feeds, consts, opset):
+    """Every kernel on float16 values gives the dtype ONNX's type inference gives the node: a
+    kernel that computes wider (cupyx's erf has no float16 loop) would spread float32 through
+    an fp16 model."""
+    proto = single_node_model(op, attrs, as_float16(feeds), as_float16(consts), opset).SerializeToString()
+    sess = opforge.InferenceSession(proto, providers=["CUDAExecutionProvider"])
+    assert [p for _, o, p in sess.node_providers() if o == op] == [CUDA], sess.node_providers()
+    assert sess.run(None, as_float16(feeds))[0].dtype == sess.types.get("y").dtype

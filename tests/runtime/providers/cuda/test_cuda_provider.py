@@ -10,7 +10,8 @@ import pytest
 from onnx import TensorProto, helper
 
 import opforge
-from tests.support.cuda_support import numpy_gpu  # noqa: F401  (the stand-in GPU fixture)
+from tests.support import fake_cupy
+from tests.support.cuda_support import cupy_gpu, numpy_gpu  # noqa: F401  (the stand-in GPU fixtures)
 from opforge.runtime.execute.executor import Dispatcher, Executor
 from opforge.runtime.graph.graph import build_graph, topological_order
 from opforge.runtime.graph.shapes import infer_types
@@ -258,6 +259,59 @@ def test_nodes_without_a_cuda_kernel_run_on_cpu_with_copies(numpy_gpu):
     np.testing.assert_allclose(sess.run(None, {"x": x})[0], [0.0, np.arctan(0.5), np.arctan(2.0)], rtol=1e-6)
     steps = sess.memory_plan({"x": x}).dump().splitlines()[1:8]   # the compiled plan shows the same
     assert [line.split()[-2:] for line in steps] == [[op, p] for _, op, p in sess.node_providers()]
+
+
+def string_model():
+    """A string tensor through every data-movement op the CUDA provider has, and Where; its
+    Shape too."""
+    def ints(name, values):
+        return onnx.numpy_helper.from_array(np.array(values, np.int64), name)
+
+    S = TensorProto.STRING
+    nodes = [helper.make_node("Reshape", ["x", "to32"], ["r"]),
+             helper.make_node("Transpose", ["r"], ["t"]),
+             helper.make_node("Concat", ["t", "x"], ["c"], axis=0),
+             helper.make_node("Gather", ["c", "rows"], ["g"], axis=0),
+             helper.make_node("Slice", ["g", "zero", "two", "one"], ["s"]),
+             helper.make_node("Unsqueeze", ["s", "zero"], ["u"]),
+             helper.make_node("Squeeze", ["u", "zero"], ["q"]),
+             helper.make_node("Expand", ["q", "to222"], ["e"]),
+             helper.make_node("Flatten", ["e"], ["f"]),
+             helper.make_node("Where", ["keep", "f", "f"], ["y"]),
+             helper.make_node("Shape", ["x"], ["shape"])]
+    inits = [ints("to32", [3, 2]), ints("rows", [0, 3]), ints("zero", [0]), ints("one", [1]), ints("two", [2]),
+             ints("to222", [2, 2, 2])]
+    return make_model(nodes, [helper.make_tensor_value_info("x", S, [2, 3]),
+                              helper.make_tensor_value_info("keep", TensorProto.BOOL, [2, 4])],
+                      [helper.make_tensor_value_info("y", S, None),
+                       helper.make_tensor_value_info("shape", TensorProto.INT64, None)], inits)
+
+
+@pytest.mark.parametrize("gpu", ["numpy_gpu", "cupy_gpu"])
+def test_string_tensors_stay_on_the_cpu(request, gpu):
+    """cupy arrays hold numbers and booleans (a string array is refused at upload): nodes on
+    string tensors run on the CPU, even those whose CUDA kernel moves data of any dtype."""
+    request.getfixturevalue(gpu)
+    sess = opforge.InferenceSession(string_model().SerializeToString(), providers=["CUDAExecutionProvider"])
+    assert [(op, p) for _, op, p in sess.node_providers() if p == CUDA] == []
+    x = np.array([["a", "b", "c"], ["d", "e", "f"]], dtype=object)
+    keep = np.ones((2, 4), bool)
+    y, shape = sess.run(None, {"x": x, "keep": keep})
+    c = np.concatenate([x.reshape(3, 2).T, x])
+    assert y.tolist() == np.broadcast_to(c[[0, 3]][:, :2], (2, 2, 2)).reshape(2, 4).tolist()
+    assert shape.tolist() == [2, 3]
+
+
+def test_bfloat16_stays_on_the_cpu(cupy_gpu):
+    """Nor do cupy arrays hold bfloat16: an Add of bfloat16 values runs on the CPU."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    model = make_model([helper.make_node("Add", ["a", "a"], ["y"])],
+                       [helper.make_tensor_value_info("a", TensorProto.BFLOAT16, [3])],
+                       [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [3])])
+    sess = opforge.InferenceSession(model.SerializeToString(), providers=["CUDAExecutionProvider"])
+    assert [p for _, op, p in sess.node_providers() if op == "Add"] != [CUDA]
+    a = np.array([1.5, -2.0, 3.0], ml_dtypes.bfloat16)
+    assert sess.run(None, {"a": a})[0].astype(np.float32).tolist() == [3.0, -4.0, 6.0]
 
 
 def test_python_ops_keep_working_in_cuda_sessions(numpy_gpu):
@@ -551,7 +605,10 @@ def test_provider_options_pick_the_gpu_stream_and_memory_limit(stand_in_cupy):
     from opforge.runtime.providers.cuda.device import CudaDevice
 
     device = CudaDevice({"device_id": 1, "gpu_mem_limit": 1 << 20})
-    assert (device.id, device.name, device.pool.get_limit()) == (1, "cuda:1", 1 << 20)
+    assert (device.id, device.name) == (1, "cuda:1")
+    with stand_in_cupy.cuda.Device(1):
+        assert device.pool.get_limit() == 1 << 20   # a pool's limit is per device, as in cupy
+    assert device.pool.get_limit() == 0             # device 0's, which the session does not use
     assert device.stream.non_blocking and device.stream_ptr not in (0, None)
     with device.active():
         assert stand_in_cupy.cuda.Device().id == 1
@@ -573,7 +630,46 @@ def test_session_passes_provider_options_to_its_gpu(stand_in_cupy, monkeypatch):
                        [helper.make_tensor_value_info("y", F, [2])])
     options = {"device_id": 1, "gpu_mem_limit": 4096, "user_compute_stream": 0x77}
     sess = opforge.InferenceSession(model.SerializeToString(), providers=[("CUDAExecutionProvider", options)])
-    assert (sess.device.id, sess.device.pool.get_limit(), sess.device.stream_ptr) == (1, 4096, 0x77)
+    assert (sess.device.id, sess.device.stream_ptr) == (1, 0x77)
+    with stand_in_cupy.cuda.Device(1):
+        assert sess.device.pool.get_limit() == 4096
+
+
+def test_gpu_mem_limit_caps_the_memory_of_the_sessions_gpu(cupy_gpu):
+    """gpu_mem_limit with device_id 1: what the session allocates on GPU 1 is capped."""
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", F, ["N"])],
+                       [helper.make_tensor_value_info("y", F, ["N"])])
+    options = {"device_id": 1, "gpu_mem_limit": 4096}
+    sess = opforge.InferenceSession(model.SerializeToString(), providers=[("CUDAExecutionProvider", options)])
+    assert sess.run(None, {"x": -np.ones(16, np.float32)})[0].tolist() == [0.0] * 16
+    with pytest.raises(opforge.runtime.KernelError, match="Out of memory allocating 8,192 bytes .* limit set "
+                                                          "to: 4,096 bytes"):
+        sess.run(None, {"x": np.ones(2048, np.float32)})
+
+
+@pytest.mark.parametrize("missing", [None, "libnvrtc.so.13", "libcublas.so.13"])
+def test_cuda_is_listed_only_where_cupy_runs_kernels(stand_in_cupy, monkeypatch, missing):
+    """A GPU that cupy sees is not enough: without NVRTC cupy compiles no kernel, without
+    cuBLAS it multiplies no matrix. CUDA is then not listed, and a session asking for it warns
+    why (and what to install) and runs on the CPU."""
+    from opforge.builder import cuda_driver
+
+    def fails(*args, **kwargs):
+        raise RuntimeError(f"{missing}: cannot open shared object file: No such file or directory")
+
+    monkeypatch.setattr(cuda_driver, "_found", cuda_driver.DriverInfo(("90",), ""))
+    if missing == "libnvrtc.so.13":
+        monkeypatch.setattr(stand_in_cupy, "arange", fails)   # cupy's first kernel compile
+    elif missing == "libcublas.so.13":
+        monkeypatch.setattr(fake_cupy.ndarray, "__matmul__", fails)
+    assert (CUDA in opforge.get_available_providers()) == (missing is None)
+    if missing is not None:
+        model = make_model([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", F, [2])],
+                           [helper.make_tensor_value_info("y", F, [2])])
+        with pytest.warns(RuntimeWarning, match=f"cupy cannot run kernels on the GPU \\(RuntimeError: {missing}.*"
+                                                "cupy-cuda13x\\[ctk\\]"):
+            sess = opforge.InferenceSession(model.SerializeToString(), providers=["CUDAExecutionProvider"])
+        assert sess.get_providers()[0] == CPU and sess.device is None
 
 
 def test_gpu_that_cupy_cannot_use_means_cpu_with_a_warning(stand_in_cupy, monkeypatch):
@@ -592,3 +688,98 @@ def test_gpu_that_cupy_cannot_use_means_cpu_with_a_warning(stand_in_cupy, monkey
     with pytest.warns(RuntimeWarning, match="cupy cannot use the GPU .*InsufficientDriver"):
         sess = opforge.InferenceSession(model.SerializeToString(), providers=["CUDAExecutionProvider"])
     assert sess.get_providers()[0] == CPU and sess.device is None
+
+
+def relu_atan_model():
+    """x read on the GPU (Relu, then Add) and on the CPU (Atan)."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Atan", ["x"], ["b"]),
+             helper.make_node("Add", ["a", "b"], ["y"])]
+    return make_model(nodes, [helper.make_tensor_value_info("x", F, [3])],
+                      [helper.make_tensor_value_info("y", F, [3])]).SerializeToString()
+
+
+X = np.array([-1.0, 0.5, 2.0], np.float32)
+WANT = (np.maximum(X, 0) + np.arctan(X)).tolist()
+
+
+def test_runs_wait_for_the_callers_stream_and_end_complete(cupy_gpu):
+    """Feeds written on the caller's stream (a non-blocking one) are read on the session's
+    stream, by its kernels and by the copy for the CPU's Atan, only after that work; outputs
+    left on the GPU can be read on any stream when the run returns (onnxruntime waits at the
+    end of Run). The stand-in cupy raises UnorderedRead for a read that is not ordered so."""
+    cp = cupy_gpu
+    sess = opforge.InferenceSession(relu_atan_model(), providers=["CUDAExecutionProvider"])
+    caller, other = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    with caller:
+        feed = opforge.OrtValue.ortvalue_from_numpy(X, "cuda", 0)   # copied on the caller's stream
+        y = sess.run_with_ort_values(None, {"x": feed})[0]
+        np.testing.assert_allclose(y.numpy(), WANT, rtol=1e-6)
+        feed.update_inplace(-X)
+        y = sess.run_with_ort_values(None, {"x": feed})[0]
+    np.testing.assert_allclose(cp.asnumpy(y.value(), stream=other), np.maximum(-X, 0) + np.arctan(-X), rtol=1e-6)
+    with caller:
+        assert np.allclose(sess.run(None, {"x": cp.asarray(X)})[0], WANT)
+
+
+def test_io_binding_on_the_callers_stream(cupy_gpu):
+    """Inputs bound on the caller's stream, outputs given back in device memory and copied
+    into a bound device buffer, all read there after the run."""
+    cp = cupy_gpu
+    sess = opforge.InferenceSession(relu_atan_model(), providers=["CUDAExecutionProvider"])
+    caller = cp.cuda.Stream(non_blocking=True)
+    with caller:
+        binding = sess.io_binding()
+        binding.bind_ortvalue_input("x", opforge.OrtValue(cp.asarray(X), "cuda", 0))
+        target = opforge.OrtValue.ortvalue_from_shape_and_type([3], np.float32, "cuda", 0)
+        binding.bind_ortvalue_output("y", target)
+        sess.run_with_iobinding(binding)
+        np.testing.assert_allclose(target.numpy(), WANT, rtol=1e-6)
+        binding.bind_output("y", "cuda")
+        sess.run_with_iobinding(binding)
+        np.testing.assert_allclose(binding.copy_outputs_to_cpu()[0], WANT, rtol=1e-6)
+
+
+def test_io_binding_synchronize_calls_wait_for_the_gpu(cupy_gpu):
+    """synchronize_inputs waits for the writes of bound inputs; after a run that does not wait
+    at its end (disable_synchronize_execution_providers), the caller's stream may read the
+    outputs, and synchronize_outputs lets any stream read them."""
+    cp = cupy_gpu
+    sess = opforge.InferenceSession(relu_atan_model(), providers=["CUDAExecutionProvider"])
+    writer, reader = cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)
+    with writer:
+        x = cp.asarray(X)
+    binding = sess.io_binding()
+    binding.bind_ortvalue_input("x", opforge.OrtValue(x, "cuda", 0))
+    binding.synchronize_inputs()
+    assert cp.asnumpy(x, stream=reader).tolist() == X.tolist()
+    options = opforge.RunOptions()
+    options.add_run_config_entry("disable_synchronize_execution_providers", "1")
+    binding.bind_output("y", "cuda")
+    sess.run_with_iobinding(binding, options)
+    y = binding.get_outputs()[0].value()
+    np.testing.assert_allclose(cp.asnumpy(y), WANT, rtol=1e-6)    # on the caller's (null) stream
+    with pytest.raises(fake_cupy.UnorderedRead):
+        cp.asnumpy(sess.run_with_ort_values(None, {"x": opforge.OrtValue(x, "cuda", 0)}, options)[0].value(),
+                   stream=reader)
+    binding.synchronize_outputs()
+    np.testing.assert_allclose(cp.asnumpy(y, stream=reader), WANT, rtol=1e-6)
+
+
+@pytest.mark.cuda
+def test_user_compute_stream_from_a_cupy_stream():
+    """The session launches on the caller's cupy stream: the caller's work before and after a
+    run is ordered with it without a host wait in between."""
+    import cupy
+
+    proto = cnn_model().SerializeToString()
+    x = np.random.default_rng(8).standard_normal((8, 3, 16, 16)).astype(np.float32)
+    expected = opforge.InferenceSession(proto).run(None, {"x": x})[0]
+    stream = cupy.cuda.Stream(non_blocking=True)
+    options = {"user_compute_stream": str(stream.ptr)}
+    sess = opforge.InferenceSession(proto, providers=[("CUDAExecutionProvider", options)])
+    assert sess.device.stream_ptr == stream.ptr
+    with stream:
+        x_gpu = cupy.asarray(x) * 1   # queued on the stream, as the run is
+        y = sess.run_with_ort_values(None, {"x": opforge.OrtValue(x_gpu, "cuda", 0)})[0].value() * 2
+    stream.synchronize()
+    np.testing.assert_allclose(cupy.asnumpy(y), 2 * expected, rtol=1e-3, atol=1e-5)

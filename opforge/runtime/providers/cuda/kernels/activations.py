@@ -8,13 +8,14 @@ from opforge.runtime.providers.cuda.kernel import CudaKernel, cuda_kernel
 
 
 def erf(xp, x):
-    """erf on the device (cupyx's special functions); with numpy, the stand-in GPU of the tests,
-    the standard library's erf element by element."""
+    """erf on the device (cupyx's special functions), in x's dtype: cupyx's erf has no float16
+    loop (float16 comes back float32, or float64 from cupy 14), so its result is cast back. With
+    numpy, the stand-in GPU of the tests, the standard library's erf element by element."""
     if xp is np:
         return np.frompyfunc(math.erf, 1, 1)(x).astype(x.dtype)
     import cupyx.scipy.special
 
-    return cupyx.scipy.special.erf(x)
+    return cupyx.scipy.special.erf(x).astype(x.dtype, copy=False)
 
 
 def _one(x, value):
@@ -22,7 +23,8 @@ def _one(x, value):
 
 
 def _softplus(xp, x):
-    return xp.where(x > 20, x, xp.log1p(xp.exp(xp.minimum(x, _one(x, 20)))))
+    """log(1 + e^x) as max(x, 0) + log1p(e^-|x|): e^x overflows float16 from x = 11."""
+    return xp.maximum(x, _one(x, 0)) + xp.log1p(xp.exp(-xp.abs(x)))
 
 
 # op type -> (since, attribute defaults, fn(xp, x, attrs)); formulas as the ONNX spec writes them

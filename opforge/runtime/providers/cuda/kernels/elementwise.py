@@ -1,10 +1,7 @@
 """Elementwise ops with numpy broadcasting (ONNX's multidirectional broadcasting)."""
 import numpy as np
 
-from opforge.runtime.providers.cuda.kernel import CudaKernel, cuda_kernel
-
-NUMBERS = tuple(np.dtype(t) for t in ("float16", "float32", "float64", "int8", "int16", "int32",
-                                      "int64", "uint8", "uint16", "uint32", "uint64"))
+from opforge.runtime.providers.cuda.kernel import DEVICE_DTYPES, FLOATS, NUMBERS, CudaKernel, cuda_kernel
 
 _UNARY = {
     "Relu": lambda xp, x: xp.maximum(x, x.dtype.type(0)),
@@ -60,7 +57,7 @@ def _binary(op_type: str, fn, dtypes):
 for _name, _fn in _UNARY.items():
     _unary(_name, _fn)
 for _name, _fn in _BINARY.items():
-    _binary(_name, _fn, None if _name != "Div" else NUMBERS[:3])   # integer Div truncates: CPU
+    _binary(_name, _fn, NUMBERS if _name != "Div" else FLOATS)   # integer Div truncates: CPU
 for _name, _fn in _COMPARE.items():
     _binary(_name, _fn, NUMBERS)
 
@@ -121,7 +118,7 @@ class Clip(CudaKernel):
 
 @cuda_kernel("Where", since=9)
 class Where(CudaKernel):
-    dtypes = None
+    dtypes = DEVICE_DTYPES
 
     def compute(self, condition, x, y):
         return self.xp.where(condition, x, y)
@@ -129,7 +126,7 @@ class Where(CudaKernel):
 
 @cuda_kernel("Identity", since=1)
 class Identity(CudaKernel):
-    dtypes = NUMBERS + (np.dtype(bool),)
+    dtypes = DEVICE_DTYPES
 
     def compute(self, x):
         return x
@@ -137,13 +134,13 @@ class Identity(CudaKernel):
 
 @cuda_kernel("Cast", since=6)
 class Cast(CudaKernel):
-    dtypes = NUMBERS + (np.dtype(bool),)
+    dtypes = DEVICE_DTYPES
 
     def setup(self, node, opset):
         from onnx.helper import tensor_dtype_to_np_dtype
 
         self.to = np.dtype(tensor_dtype_to_np_dtype(int(self.attr("to"))))
-        if self.to not in NUMBERS + (np.dtype(bool),):
+        if self.to not in DEVICE_DTYPES:
             self.decline(f"does not cast to {self.to}")
 
     def compute(self, x):

@@ -3,7 +3,7 @@ Slice, and Shape (whose output is small and lives on the host). Shapes, axes and
 read on the host; views are returned where the array module gives them."""
 import numpy as np
 
-from opforge.runtime.providers.cuda.kernel import CudaKernel, cuda_kernel
+from opforge.runtime.providers.cuda.kernel import DEVICE_DTYPES, CudaKernel, cuda_kernel
 
 
 def _ints(value) -> list:
@@ -11,7 +11,7 @@ def _ints(value) -> list:
 
 
 class _Movement(CudaKernel):
-    dtypes = None
+    dtypes = DEVICE_DTYPES   # any dtype a cupy array holds; strings stay on the CPU
 
 
 @cuda_kernel("Transpose", since=1)
@@ -35,7 +35,8 @@ class Reshape(_Movement):
 @cuda_kernel("Flatten", since=1)
 class Flatten(_Movement):
     def compute(self, x):
-        axis = int(self.attr("axis", 1)) % (x.ndim + 1) if x.ndim else 0
+        axis = int(self.attr("axis", 1))
+        axis = axis + x.ndim if axis < 0 else axis   # -1 is the last axis, as in [-r, r]
         rows = int(np.prod(x.shape[:axis], dtype=np.int64))
         return x.reshape(rows, int(np.prod(x.shape[axis:], dtype=np.int64)))
 
