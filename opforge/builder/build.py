@@ -110,6 +110,8 @@ def source_key(spec: BuildSpec, toolchain: Toolchain, cuda=None, archs=()) -> st
 class Build:
     """One library's build in a cache root: lookup, then (on a miss) build and publish."""
 
+    kind = "ops"   # what the manifest calls the artifact (a variant, such as onnxruntime's, says its own)
+
     def __init__(self, spec: BuildSpec, toolchain: Toolchain, root: Path, cuda=None, progress=None):
         self.spec, self.toolchain, self.root, self.cuda = spec, toolchain, root, cuda
         self.progress = progress   # called with each line of ninja's output (pip's terminal lines)
@@ -255,7 +257,7 @@ class Build:
                 raise problem
         manifest = {
             "format": 1, "name": self.spec.name, "key": key2, "source_key": self.key1,
-            "kind": "extension" if self.spec.is_extension else "ops",
+            "kind": "extension" if self.spec.is_extension else self.kind,
             "module_name": self.module_name(), "artifact": artifact.name,
             "size": artifact.stat().st_size, "sha256": file_digest(artifact),
             "sources": [str(s) for s in self.spec.sources], "headers": headers,

@@ -1,0 +1,119 @@
+// register.cpp: RegisterCustomOps, the entry point onnxruntime calls when a session's options
+// register an opforge-built library (SessionOptions.register_custom_ops_library).
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "custom_op.h"
+
+extern "C" const opf_library* opforge_library(void);  // opforge_support.cpp, linked in
+
+namespace opforge_ort {
+
+namespace {
+
+/// The ops and domains made for the runtime of this process, kept until the library is
+/// unloaded: every session options object that registers it gets the same domains.
+struct Registration {
+  const Runtime* rt = nullptr;
+  std::vector<std::unique_ptr<AdaptedOp>> ops;
+  std::vector<OrtCustomOpDomain*> domains;
+  ~Registration() {
+    for (OrtCustomOpDomain* d : domains) rt->ReleaseCustomOpDomain(d);
+  }
+};
+
+/// This library's path, for messages.
+std::string library_path() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&library_path), &info) != 0 && info.dli_fname) return info.dli_fname;
+  return "this opforge library";
+}
+
+bool same_op(const opf_op_def* a, const opf_op_def* b) {
+  return std::strcmp(a->name, b->name) == 0 && std::strcmp(a->domain, b->domain) == 0;
+}
+
+/// The definitions onnxruntime is given: every opset range from API 17, else the newest range
+/// of each op (older runtimes register every custom op for all opsets). Throws RuntimeError
+/// when two ranges of one op differ in their input or output counts, which onnxruntime refuses.
+std::vector<const opf_op_def*> definitions(const Runtime& rt, const opf_library* lib) {
+  std::vector<const opf_op_def*> defs(lib->ops, lib->ops + lib->num_ops);
+  std::stable_sort(defs.begin(), defs.end(), [](const opf_op_def* a, const opf_op_def* b) {
+    int c = std::strcmp(a->domain, b->domain);
+    if (c == 0) c = std::strcmp(a->name, b->name);
+    return c != 0 ? c < 0 : a->since_version < b->since_version;
+  });
+  std::vector<const opf_op_def*> kept;
+  for (const opf_op_def* d : defs) {
+    if (!kept.empty() && same_op(kept.back(), d)) {
+      const opf_op_def* prev = kept.back();
+      if (rt.version < kShapeInferenceApi) {
+        kept.back() = d;
+        continue;
+      }
+      if (prev->num_inputs != d->num_inputs || prev->num_outputs != d->num_outputs)
+        throw RuntimeError(std::string(d->name) + ": its definitions at " + prev->source + " and " + d->source +
+                           " declare different numbers of inputs or outputs, which onnxruntime cannot register "
+                           "under one op name");
+    }
+    kept.push_back(d);
+  }
+  return kept;
+}
+
+void build(const Runtime& rt, Registration& reg) {
+  const opf_library* lib = opforge_library();
+  if (lib->error != nullptr) throw RuntimeError(lib->error);
+  reg.rt = &rt;
+  std::map<std::string, OrtCustomOpDomain*> by_domain;
+  for (const opf_op_def* def : definitions(rt, lib)) {
+    OrtCustomOpDomain*& domain = by_domain[def->domain];
+    if (domain == nullptr) {
+      rt.check(rt.CreateCustomOpDomain(def->domain, &domain), "creating a custom-op domain");
+      reg.domains.push_back(domain);
+    }
+    reg.ops.push_back(std::make_unique<AdaptedOp>(rt, def));
+    rt.check(rt.CustomOpDomain_Add(domain, reg.ops.back().get()), def->name);
+  }
+}
+
+std::mutex registration_mutex;
+std::unique_ptr<Registration> registration;
+
+}  // namespace
+
+}  // namespace opforge_ort
+
+/// Registers every op of this library with the session options `options` of the onnxruntime
+/// whose API `base` gives. Returns null, or a status naming what failed (and, for a runtime too
+/// old, both versions).
+extern "C" __attribute__((visibility("default"))) OrtStatus* RegisterCustomOps(OrtSessionOptions* options,
+                                                                               const OrtApiBase* base) {
+  using namespace opforge_ort;
+  std::string error;
+  const Runtime* rt = negotiate(base, error);
+  if (rt == nullptr) {
+    const OrtApi* first = base->GetApi(1);
+    return entry<Fn_CreateStatus>(first, kCreateStatus)(ORT_FAIL, (library_path() + " " + error).c_str());
+  }
+  try {
+    std::lock_guard<std::mutex> lock(registration_mutex);
+    if (!registration || registration->rt != rt) {
+      auto made = std::make_unique<Registration>();
+      build(*rt, *made);
+      registration = std::move(made);
+    }
+    for (OrtCustomOpDomain* d : registration->domains)
+      rt->check(rt->AddCustomOpDomain(options, d), "adding a custom-op domain");
+    return nullptr;
+  } catch (const std::exception& e) {
+    return rt->status(library_path() + ": " + e.what());
+  }
+}
