@@ -41,10 +41,26 @@ OrtStatus* compute_kernel(void* kernel, OrtKernelContext* ctx) { return static_c
 
 void destroy_kernel(void* kernel) { delete static_cast<Kernel*>(kernel); }
 
-/// The first API's callbacks, which onnxruntime 1.16 and later never call once the V2 ones
-/// are set; filled so that no field onnxruntime may read is null.
-void* create_kernel_v1(const OrtCustomOp*, const OrtApi*, const OrtKernelInfo*) { return nullptr; }
-void compute_kernel_v1(void*, OrtKernelContext*) {}
+/// A failed V2 callback's status as the exception the first callbacks report errors with
+/// (onnxruntime catches it as a std::exception).
+void throw_status(const Runtime& rt, OrtStatus* st) {
+  if (st == nullptr) return;
+  std::string message = rt.GetErrorMessage(st);
+  rt.ReleaseStatus(st);
+  throw std::runtime_error(message);
+}
+
+/// The first API's callbacks, which runtimes that ignore the V2 ones (1.16) call.
+void* create_kernel_v1(const OrtCustomOp* op, const OrtApi* api, const OrtKernelInfo* info) {
+  void* kernel = nullptr;
+  throw_status(self(op).rt, create_kernel(op, api, info, &kernel));
+  return kernel;
+}
+
+void compute_kernel_v1(void* kernel, OrtKernelContext* ctx) {
+  Kernel* k = static_cast<Kernel*>(kernel);
+  throw_status(k->rt, k->compute(ctx));
+}
 
 }  // namespace
 

@@ -1,0 +1,81 @@
+"""Version negotiation of the adapter (opforge/interop/ort_adapter/runtime.cpp): the oldest C API
+it needs, features turned off below the versions that have them, and a clear refusal of a
+runtime too old."""
+import ctypes
+import glob
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import opforge
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ops"
+# A second environment holding an onnxruntime a year or more older (e.g. 1.16.3 with numpy<2).
+OLD_PYTHON = os.environ.get("OPFORGE_OLD_ORT_PYTHON", "/work/venv-ort-old/bin/python")
+
+
+@pytest.fixture(scope="module")
+def ort_lib(shared_cache):
+    return opforge.load_dir(EXAMPLES).onnxruntime_library()
+
+
+def real_api_base():
+    """onnxruntime's own OrtApiBase, from the library its wheel ships."""
+    import onnxruntime
+
+    found = glob.glob(os.path.join(os.path.dirname(onnxruntime.__file__), "capi", "libonnxruntime.so*"))
+    if not found:
+        pytest.skip("this onnxruntime wheel ships no libonnxruntime.so to call its C API directly")
+    lib = ctypes.CDLL(found[0])
+    lib.OrtGetApiBase.restype = ctypes.c_void_p
+    return lib.OrtGetApiBase()
+
+
+GET_API = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_uint32)
+GET_VERSION = ctypes.CFUNCTYPE(ctypes.c_char_p)
+
+
+def test_a_runtime_too_old_is_refused_naming_both_versions(ort_lib):
+    real = ctypes.cast(real_api_base(), ctypes.POINTER(ctypes.c_void_p))
+    real_get_api = GET_API(real[0])
+    # onnxruntime 1.15 as its OrtApiBase shows it: tables up to version 15 only
+    fake_get_api = GET_API(lambda v: real_get_api(v) if v <= 15 else 0)
+    fake_version = GET_VERSION(lambda: b"1.15.1")
+    base = (ctypes.c_void_p * 2)(ctypes.cast(fake_get_api, ctypes.c_void_p), ctypes.cast(fake_version, ctypes.c_void_p))
+    register = ctypes.CDLL(ort_lib).RegisterCustomOps
+    register.restype = ctypes.c_void_p
+    status = register(None, ctypes.cast(base, ctypes.c_void_p))
+    assert status, "an onnxruntime too old must be refused"
+    table = ctypes.cast(real_get_api(1), ctypes.POINTER(ctypes.c_void_p))
+    message = ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_void_p)(table[2])(status).decode()   # GetErrorMessage
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(table[93])(status)                               # ReleaseStatus
+    assert "1.16" in message and "1.15.1" in message and ort_lib in message
+
+
+OLD_RUN = r"""
+import sys, numpy as np, onnxruntime as ort
+from onnx import helper, TensorProto as T
+lib = sys.argv[1]
+node = helper.make_node("softmax_rows", ["x"], ["y"], domain="com.example", temperature=0.5)
+graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", T.FLOAT, [3, 4])],
+                          [helper.make_tensor_value_info("y", T.FLOAT, [3, 4])])
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.example", 1)])
+model.ir_version = 8
+so = ort.SessionOptions(); so.register_custom_ops_library(lib)
+x = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
+y = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+e = np.exp((x - x.max(1, keepdims=True)) / 0.5)
+print(ort.__version__, float(np.abs(y - e / e.sum(1, keepdims=True)).max()))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists(OLD_PYTHON), reason=f"no older onnxruntime environment at {OLD_PYTHON}")
+def test_runs_on_an_onnxruntime_a_year_older(ort_lib):
+    done = subprocess.run([OLD_PYTHON, "-c", OLD_RUN, ort_lib], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    version, error = done.stdout.split()
+    assert int(version.split(".")[1]) <= 21, f"{version} is not a year older than the tested onnxruntime"
+    assert float(error) < 1e-6
