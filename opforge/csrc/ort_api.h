@@ -155,7 +155,7 @@ namespace opforge_ort {
 /// Every entry's index in the table.
 enum Entry : int {
 #define OPF_ORT_INDEX(name) k##name,
-  OPF_ORT_API_ENTRIES(OPF_ORT_INDEX)
+  OPF_ORT_API_ENTRIES(OPF_ORT_INDEX, OPF_ORT_INDEX)
 #undef OPF_ORT_INDEX
   kNumEntries
 };
@@ -232,6 +232,8 @@ enum Entry : int {
   X(1, HasValue, OrtStatus*, (const OrtValue* value, int* out))                                                \
   X(1, KernelContext_GetGPUComputeStream, OrtStatus*, (const OrtKernelContext* context, void** out))           \
   X(1, GetTensorMemoryInfo, OrtStatus*, (const OrtValue* value, const OrtMemoryInfo** out))                    \
+  X(12, CopyKernelInfo, OrtStatus*, (const OrtKernelInfo* info, OrtKernelInfo** out))                           \
+  X(12, ReleaseKernelInfo, void, (OrtKernelInfo * info))                                                       \
   X(14, MemoryInfoGetDeviceType, void, (const OrtMemoryInfo* info, OrtMemoryInfoDeviceType* out))              \
   X(14, KernelInfo_GetInputCount, OrtStatus*, (const OrtKernelInfo* info, size_t* out))                        \
   X(14, KernelInfo_GetOutputCount, OrtStatus*, (const OrtKernelInfo* info, size_t* out))                       \
@@ -271,6 +273,9 @@ enum Entry : int {
   X(24, TensorTypeAndShape_HasShape, bool, (const OrtTensorTypeAndShapeInfo* info))                            \
   X(24, GetTensorElementTypeAndShapeDataReference, OrtStatus*,                                                 \
     (const OrtValue* value, ONNXTensorElementDataType* type, const int64_t** shape, size_t* rank))             \
+  X(24, KernelInfo_GetOperatorDomain, OrtStatus*, (const OrtKernelInfo* info, char* out, size_t* size))     \
+  X(24, KernelInfo_GetOperatorType, OrtStatus*, (const OrtKernelInfo* info, char* out, size_t* size))       \
+  X(24, KernelInfo_GetOperatorSinceVersion, OrtStatus*, (const OrtKernelInfo* info, int* out))              \
   X(25, KernelInfoGetAttributeArray_string, OrtStatus*,                                                        \
     (const OrtKernelInfo* info, const char* name, OrtAllocator* allocator, char*** out, size_t* size))
 

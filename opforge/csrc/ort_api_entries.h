@@ -3,155 +3,156 @@
 // OrtApi is a struct of function pointers that only ever grows at its end, so an entry's
 // index is a fact of the ABI. This list runs to API 29; each group is headed by the version
 // that added it (from the documented header's "since" notes; the first groups predate them).
+// S(name) returns an OrtStatus*, V(name) something else (a value, or nothing: Release*).
 // Both directions use it: the adapter reads entries by index, opforge's host fills the table.
 #pragma once
 
-#define OPF_ORT_API_ENTRIES(X) \
+#define OPF_ORT_API_ENTRIES(S, V) \
   /* API <= 10 */ \
-  X(CreateStatus) X(GetErrorCode) X(GetErrorMessage) X(CreateEnv) X(CreateEnvWithCustomLogger) \
-  X(EnableTelemetryEvents) X(DisableTelemetryEvents) X(CreateSession) X(CreateSessionFromArray) X(Run) \
-  X(CreateSessionOptions) X(SetOptimizedModelFilePath) X(CloneSessionOptions) X(SetSessionExecutionMode) \
-  X(EnableProfiling) X(DisableProfiling) X(EnableMemPattern) X(DisableMemPattern) X(EnableCpuMemArena) \
-  X(DisableCpuMemArena) X(SetSessionLogId) X(SetSessionLogVerbosityLevel) X(SetSessionLogSeverityLevel) \
-  X(SetSessionGraphOptimizationLevel) X(SetIntraOpNumThreads) X(SetInterOpNumThreads) X(CreateCustomOpDomain) \
-  X(CustomOpDomain_Add) X(AddCustomOpDomain) X(RegisterCustomOpsLibrary) X(SessionGetInputCount) \
-  X(SessionGetOutputCount) X(SessionGetOverridableInitializerCount) X(SessionGetInputTypeInfo) \
-  X(SessionGetOutputTypeInfo) X(SessionGetOverridableInitializerTypeInfo) X(SessionGetInputName) \
-  X(SessionGetOutputName) X(SessionGetOverridableInitializerName) X(CreateRunOptions) \
-  X(RunOptionsSetRunLogVerbosityLevel) X(RunOptionsSetRunLogSeverityLevel) X(RunOptionsSetRunTag) \
-  X(RunOptionsGetRunLogVerbosityLevel) X(RunOptionsGetRunLogSeverityLevel) X(RunOptionsGetRunTag) \
-  X(RunOptionsSetTerminate) X(RunOptionsUnsetTerminate) X(CreateTensorAsOrtValue) \
-  X(CreateTensorWithDataAsOrtValue) X(IsTensor) X(GetTensorMutableData) X(FillStringTensor) \
-  X(GetStringTensorDataLength) X(GetStringTensorContent) X(CastTypeInfoToTensorInfo) \
-  X(GetOnnxTypeFromTypeInfo) X(CreateTensorTypeAndShapeInfo) X(SetTensorElementType) X(SetDimensions) \
-  X(GetTensorElementType) X(GetDimensionsCount) X(GetDimensions) X(GetSymbolicDimensions) \
-  X(GetTensorShapeElementCount) X(GetTensorTypeAndShape) X(GetTypeInfo) X(GetValueType) X(CreateMemoryInfo) \
-  X(CreateCpuMemoryInfo) X(CompareMemoryInfo) X(MemoryInfoGetName) X(MemoryInfoGetId) X(MemoryInfoGetMemType) \
-  X(MemoryInfoGetType) X(AllocatorAlloc) X(AllocatorFree) X(AllocatorGetInfo) \
-  X(GetAllocatorWithDefaultOptions) X(AddFreeDimensionOverride) X(GetValue) X(GetValueCount) X(CreateValue) \
-  X(CreateOpaqueValue) X(GetOpaqueValue) X(KernelInfoGetAttribute_float) X(KernelInfoGetAttribute_int64) \
-  X(KernelInfoGetAttribute_string) X(KernelContext_GetInputCount) X(KernelContext_GetOutputCount) \
-  X(KernelContext_GetInput) X(KernelContext_GetOutput) X(ReleaseEnv) X(ReleaseStatus) X(ReleaseMemoryInfo) \
-  X(ReleaseSession) X(ReleaseValue) X(ReleaseRunOptions) X(ReleaseTypeInfo) X(ReleaseTensorTypeAndShapeInfo) \
-  X(ReleaseSessionOptions) X(ReleaseCustomOpDomain) X(GetDenotationFromTypeInfo) X(CastTypeInfoToMapTypeInfo) \
-  X(CastTypeInfoToSequenceTypeInfo) X(GetMapKeyType) X(GetMapValueType) X(GetSequenceElementType) \
-  X(ReleaseMapTypeInfo) X(ReleaseSequenceTypeInfo) X(SessionEndProfiling) X(SessionGetModelMetadata) \
-  X(ModelMetadataGetProducerName) X(ModelMetadataGetGraphName) X(ModelMetadataGetDomain) \
-  X(ModelMetadataGetDescription) X(ModelMetadataLookupCustomMetadataMap) X(ModelMetadataGetVersion) \
-  X(ReleaseModelMetadata) X(CreateEnvWithGlobalThreadPools) X(DisablePerSessionThreads) \
-  X(CreateThreadingOptions) X(ReleaseThreadingOptions) X(ModelMetadataGetCustomMetadataMapKeys) \
-  X(AddFreeDimensionOverrideByName) X(GetAvailableProviders) X(ReleaseAvailableProviders) \
-  X(GetStringTensorElementLength) X(GetStringTensorElement) X(FillStringTensorElement) \
-  X(AddSessionConfigEntry) X(CreateAllocator) X(ReleaseAllocator) X(RunWithBinding) X(CreateIoBinding) \
-  X(ReleaseIoBinding) X(BindInput) X(BindOutput) X(BindOutputToDevice) X(GetBoundOutputNames) \
-  X(GetBoundOutputValues) X(ClearBoundInputs) X(ClearBoundOutputs) X(TensorAt) X(CreateAndRegisterAllocator) \
-  X(SetLanguageProjection) X(SessionGetProfilingStartTimeNs) X(SetGlobalIntraOpNumThreads) \
-  X(SetGlobalInterOpNumThreads) X(SetGlobalSpinControl) X(AddInitializer) \
-  X(CreateEnvWithCustomLoggerAndGlobalThreadPools) X(SessionOptionsAppendExecutionProvider_CUDA) \
-  X(SessionOptionsAppendExecutionProvider_ROCM) X(SessionOptionsAppendExecutionProvider_OpenVINO) \
-  X(SetGlobalDenormalAsZero) X(CreateArenaCfg) X(ReleaseArenaCfg) X(ModelMetadataGetGraphDescription) \
-  X(SessionOptionsAppendExecutionProvider_TensorRT) X(SetCurrentGpuDeviceId) X(GetCurrentGpuDeviceId) \
-  X(KernelInfoGetAttributeArray_float) X(KernelInfoGetAttributeArray_int64) X(CreateArenaCfgV2) \
-  X(AddRunConfigEntry) X(CreatePrepackedWeightsContainer) X(ReleasePrepackedWeightsContainer) \
-  X(CreateSessionWithPrepackedWeightsContainer) X(CreateSessionFromArrayWithPrepackedWeightsContainer) \
-  X(SessionOptionsAppendExecutionProvider_TensorRT_V2) X(CreateTensorRTProviderOptions) \
-  X(UpdateTensorRTProviderOptions) X(GetTensorRTProviderOptionsAsString) X(ReleaseTensorRTProviderOptions) \
-  X(EnableOrtCustomOps) X(RegisterAllocator) X(UnregisterAllocator) X(IsSparseTensor) \
-  X(CreateSparseTensorAsOrtValue) X(FillSparseTensorCoo) X(FillSparseTensorCsr) \
-  X(FillSparseTensorBlockSparse) X(CreateSparseTensorWithValuesAsOrtValue) X(UseCooIndices) X(UseCsrIndices) \
-  X(UseBlockSparseIndices) X(GetSparseTensorFormat) X(GetSparseTensorValuesTypeAndShape) \
-  X(GetSparseTensorValues) X(GetSparseTensorIndicesTypeShape) X(GetSparseTensorIndices) X(HasValue) \
-  X(KernelContext_GetGPUComputeStream) X(GetTensorMemoryInfo) X(GetExecutionProviderApi) \
-  X(SessionOptionsSetCustomCreateThreadFn) X(SessionOptionsSetCustomThreadCreationOptions) \
-  X(SessionOptionsSetCustomJoinThreadFn) X(SetGlobalCustomCreateThreadFn) \
-  X(SetGlobalCustomThreadCreationOptions) X(SetGlobalCustomJoinThreadFn) X(SynchronizeBoundInputs) \
-  X(SynchronizeBoundOutputs) \
+  V(CreateStatus) V(GetErrorCode) V(GetErrorMessage) S(CreateEnv) S(CreateEnvWithCustomLogger) \
+  S(EnableTelemetryEvents) S(DisableTelemetryEvents) S(CreateSession) S(CreateSessionFromArray) S(Run) \
+  S(CreateSessionOptions) S(SetOptimizedModelFilePath) S(CloneSessionOptions) S(SetSessionExecutionMode) \
+  S(EnableProfiling) S(DisableProfiling) S(EnableMemPattern) S(DisableMemPattern) S(EnableCpuMemArena) \
+  S(DisableCpuMemArena) S(SetSessionLogId) S(SetSessionLogVerbosityLevel) S(SetSessionLogSeverityLevel) \
+  S(SetSessionGraphOptimizationLevel) S(SetIntraOpNumThreads) S(SetInterOpNumThreads) S(CreateCustomOpDomain) \
+  S(CustomOpDomain_Add) S(AddCustomOpDomain) S(RegisterCustomOpsLibrary) S(SessionGetInputCount) \
+  S(SessionGetOutputCount) S(SessionGetOverridableInitializerCount) S(SessionGetInputTypeInfo) \
+  S(SessionGetOutputTypeInfo) S(SessionGetOverridableInitializerTypeInfo) S(SessionGetInputName) \
+  S(SessionGetOutputName) S(SessionGetOverridableInitializerName) S(CreateRunOptions) \
+  S(RunOptionsSetRunLogVerbosityLevel) S(RunOptionsSetRunLogSeverityLevel) S(RunOptionsSetRunTag) \
+  S(RunOptionsGetRunLogVerbosityLevel) S(RunOptionsGetRunLogSeverityLevel) S(RunOptionsGetRunTag) \
+  S(RunOptionsSetTerminate) S(RunOptionsUnsetTerminate) S(CreateTensorAsOrtValue) \
+  S(CreateTensorWithDataAsOrtValue) S(IsTensor) S(GetTensorMutableData) S(FillStringTensor) \
+  S(GetStringTensorDataLength) S(GetStringTensorContent) S(CastTypeInfoToTensorInfo) \
+  S(GetOnnxTypeFromTypeInfo) S(CreateTensorTypeAndShapeInfo) S(SetTensorElementType) S(SetDimensions) \
+  S(GetTensorElementType) S(GetDimensionsCount) S(GetDimensions) S(GetSymbolicDimensions) \
+  S(GetTensorShapeElementCount) S(GetTensorTypeAndShape) S(GetTypeInfo) S(GetValueType) S(CreateMemoryInfo) \
+  S(CreateCpuMemoryInfo) S(CompareMemoryInfo) S(MemoryInfoGetName) S(MemoryInfoGetId) S(MemoryInfoGetMemType) \
+  S(MemoryInfoGetType) S(AllocatorAlloc) S(AllocatorFree) S(AllocatorGetInfo) \
+  S(GetAllocatorWithDefaultOptions) S(AddFreeDimensionOverride) S(GetValue) S(GetValueCount) S(CreateValue) \
+  S(CreateOpaqueValue) S(GetOpaqueValue) S(KernelInfoGetAttribute_float) S(KernelInfoGetAttribute_int64) \
+  S(KernelInfoGetAttribute_string) S(KernelContext_GetInputCount) S(KernelContext_GetOutputCount) \
+  S(KernelContext_GetInput) S(KernelContext_GetOutput) V(ReleaseEnv) V(ReleaseStatus) V(ReleaseMemoryInfo) \
+  V(ReleaseSession) V(ReleaseValue) V(ReleaseRunOptions) V(ReleaseTypeInfo) V(ReleaseTensorTypeAndShapeInfo) \
+  V(ReleaseSessionOptions) V(ReleaseCustomOpDomain) S(GetDenotationFromTypeInfo) S(CastTypeInfoToMapTypeInfo) \
+  S(CastTypeInfoToSequenceTypeInfo) S(GetMapKeyType) S(GetMapValueType) S(GetSequenceElementType) \
+  V(ReleaseMapTypeInfo) V(ReleaseSequenceTypeInfo) S(SessionEndProfiling) S(SessionGetModelMetadata) \
+  S(ModelMetadataGetProducerName) S(ModelMetadataGetGraphName) S(ModelMetadataGetDomain) \
+  S(ModelMetadataGetDescription) S(ModelMetadataLookupCustomMetadataMap) S(ModelMetadataGetVersion) \
+  V(ReleaseModelMetadata) S(CreateEnvWithGlobalThreadPools) S(DisablePerSessionThreads) \
+  S(CreateThreadingOptions) V(ReleaseThreadingOptions) S(ModelMetadataGetCustomMetadataMapKeys) \
+  S(AddFreeDimensionOverrideByName) S(GetAvailableProviders) S(ReleaseAvailableProviders) \
+  S(GetStringTensorElementLength) S(GetStringTensorElement) S(FillStringTensorElement) \
+  S(AddSessionConfigEntry) S(CreateAllocator) V(ReleaseAllocator) S(RunWithBinding) S(CreateIoBinding) \
+  V(ReleaseIoBinding) S(BindInput) S(BindOutput) S(BindOutputToDevice) S(GetBoundOutputNames) \
+  S(GetBoundOutputValues) V(ClearBoundInputs) V(ClearBoundOutputs) S(TensorAt) S(CreateAndRegisterAllocator) \
+  S(SetLanguageProjection) S(SessionGetProfilingStartTimeNs) S(SetGlobalIntraOpNumThreads) \
+  S(SetGlobalInterOpNumThreads) S(SetGlobalSpinControl) S(AddInitializer) \
+  S(CreateEnvWithCustomLoggerAndGlobalThreadPools) S(SessionOptionsAppendExecutionProvider_CUDA) \
+  S(SessionOptionsAppendExecutionProvider_ROCM) S(SessionOptionsAppendExecutionProvider_OpenVINO) \
+  S(SetGlobalDenormalAsZero) S(CreateArenaCfg) V(ReleaseArenaCfg) S(ModelMetadataGetGraphDescription) \
+  S(SessionOptionsAppendExecutionProvider_TensorRT) S(SetCurrentGpuDeviceId) S(GetCurrentGpuDeviceId) \
+  S(KernelInfoGetAttributeArray_float) S(KernelInfoGetAttributeArray_int64) S(CreateArenaCfgV2) \
+  S(AddRunConfigEntry) S(CreatePrepackedWeightsContainer) V(ReleasePrepackedWeightsContainer) \
+  S(CreateSessionWithPrepackedWeightsContainer) S(CreateSessionFromArrayWithPrepackedWeightsContainer) \
+  S(SessionOptionsAppendExecutionProvider_TensorRT_V2) S(CreateTensorRTProviderOptions) \
+  S(UpdateTensorRTProviderOptions) S(GetTensorRTProviderOptionsAsString) V(ReleaseTensorRTProviderOptions) \
+  S(EnableOrtCustomOps) S(RegisterAllocator) S(UnregisterAllocator) S(IsSparseTensor) \
+  S(CreateSparseTensorAsOrtValue) S(FillSparseTensorCoo) S(FillSparseTensorCsr) \
+  S(FillSparseTensorBlockSparse) S(CreateSparseTensorWithValuesAsOrtValue) S(UseCooIndices) S(UseCsrIndices) \
+  S(UseBlockSparseIndices) S(GetSparseTensorFormat) S(GetSparseTensorValuesTypeAndShape) \
+  S(GetSparseTensorValues) S(GetSparseTensorIndicesTypeShape) S(GetSparseTensorIndices) S(HasValue) \
+  S(KernelContext_GetGPUComputeStream) S(GetTensorMemoryInfo) S(GetExecutionProviderApi) \
+  S(SessionOptionsSetCustomCreateThreadFn) S(SessionOptionsSetCustomThreadCreationOptions) \
+  S(SessionOptionsSetCustomJoinThreadFn) S(SetGlobalCustomCreateThreadFn) \
+  S(SetGlobalCustomThreadCreationOptions) S(SetGlobalCustomJoinThreadFn) S(SynchronizeBoundInputs) \
+  S(SynchronizeBoundOutputs) \
   /* API 11 */ \
-  X(SessionOptionsAppendExecutionProvider_CUDA_V2) X(CreateCUDAProviderOptions) X(UpdateCUDAProviderOptions) \
-  X(GetCUDAProviderOptionsAsString) X(ReleaseCUDAProviderOptions) \
-  X(SessionOptionsAppendExecutionProvider_MIGraphX) \
+  S(SessionOptionsAppendExecutionProvider_CUDA_V2) S(CreateCUDAProviderOptions) S(UpdateCUDAProviderOptions) \
+  S(GetCUDAProviderOptionsAsString) V(ReleaseCUDAProviderOptions) \
+  S(SessionOptionsAppendExecutionProvider_MIGraphX) \
   /* API 12 */ \
-  X(AddExternalInitializers) X(CreateOpAttr) X(ReleaseOpAttr) X(CreateOp) X(InvokeOp) X(ReleaseOp) \
-  X(SessionOptionsAppendExecutionProvider) X(CopyKernelInfo) X(ReleaseKernelInfo) \
+  S(AddExternalInitializers) S(CreateOpAttr) V(ReleaseOpAttr) S(CreateOp) S(InvokeOp) V(ReleaseOp) \
+  S(SessionOptionsAppendExecutionProvider) S(CopyKernelInfo) V(ReleaseKernelInfo) \
   /* API 13 */ \
-  X(GetTrainingApi) X(SessionOptionsAppendExecutionProvider_CANN) X(CreateCANNProviderOptions) \
-  X(UpdateCANNProviderOptions) X(GetCANNProviderOptionsAsString) X(ReleaseCANNProviderOptions) \
+  V(GetTrainingApi) S(SessionOptionsAppendExecutionProvider_CANN) S(CreateCANNProviderOptions) \
+  S(UpdateCANNProviderOptions) S(GetCANNProviderOptionsAsString) V(ReleaseCANNProviderOptions) \
   /* API 14 */ \
-  X(MemoryInfoGetDeviceType) X(UpdateEnvWithCustomLogLevel) X(SetGlobalIntraOpThreadAffinity) \
-  X(RegisterCustomOpsLibrary_V2) X(RegisterCustomOpsUsingFunction) X(KernelInfo_GetInputCount) \
-  X(KernelInfo_GetOutputCount) X(KernelInfo_GetInputName) X(KernelInfo_GetOutputName) \
-  X(KernelInfo_GetInputTypeInfo) X(KernelInfo_GetOutputTypeInfo) X(KernelInfoGetAttribute_tensor) \
-  X(HasSessionConfigEntry) X(GetSessionConfigEntry) \
+  V(MemoryInfoGetDeviceType) S(UpdateEnvWithCustomLogLevel) S(SetGlobalIntraOpThreadAffinity) \
+  S(RegisterCustomOpsLibrary_V2) S(RegisterCustomOpsUsingFunction) S(KernelInfo_GetInputCount) \
+  S(KernelInfo_GetOutputCount) S(KernelInfo_GetInputName) S(KernelInfo_GetOutputName) \
+  S(KernelInfo_GetInputTypeInfo) S(KernelInfo_GetOutputTypeInfo) S(KernelInfoGetAttribute_tensor) \
+  S(HasSessionConfigEntry) S(GetSessionConfigEntry) \
   /* API 15 */ \
-  X(SessionOptionsAppendExecutionProvider_Dnnl) X(CreateDnnlProviderOptions) X(UpdateDnnlProviderOptions) \
-  X(GetDnnlProviderOptionsAsString) X(ReleaseDnnlProviderOptions) X(KernelInfo_GetNodeName) \
-  X(KernelInfo_GetLogger) X(KernelContext_GetLogger) X(Logger_LogMessage) X(Logger_GetLoggingSeverityLevel) \
-  X(KernelInfoGetConstantInput_tensor) X(CastTypeInfoToOptionalTypeInfo) X(GetOptionalContainedTypeInfo) \
-  X(GetResizedStringTensorElementBuffer) X(KernelContext_GetAllocator) X(GetBuildInfoString) \
+  S(SessionOptionsAppendExecutionProvider_Dnnl) S(CreateDnnlProviderOptions) S(UpdateDnnlProviderOptions) \
+  S(GetDnnlProviderOptionsAsString) V(ReleaseDnnlProviderOptions) S(KernelInfo_GetNodeName) \
+  S(KernelInfo_GetLogger) S(KernelContext_GetLogger) S(Logger_LogMessage) S(Logger_GetLoggingSeverityLevel) \
+  S(KernelInfoGetConstantInput_tensor) S(CastTypeInfoToOptionalTypeInfo) S(GetOptionalContainedTypeInfo) \
+  S(GetResizedStringTensorElementBuffer) S(KernelContext_GetAllocator) V(GetBuildInfoString) \
   /* API 16 */ \
-  X(CreateROCMProviderOptions) X(UpdateROCMProviderOptions) X(GetROCMProviderOptionsAsString) \
-  X(ReleaseROCMProviderOptions) X(CreateAndRegisterAllocatorV2) X(RunAsync) \
-  X(UpdateTensorRTProviderOptionsWithValue) X(GetTensorRTProviderOptionsByName) \
-  X(UpdateCUDAProviderOptionsWithValue) X(GetCUDAProviderOptionsByName) X(KernelContext_GetResource) \
+  S(CreateROCMProviderOptions) S(UpdateROCMProviderOptions) S(GetROCMProviderOptionsAsString) \
+  V(ReleaseROCMProviderOptions) S(CreateAndRegisterAllocatorV2) S(RunAsync) \
+  S(UpdateTensorRTProviderOptionsWithValue) S(GetTensorRTProviderOptionsByName) \
+  S(UpdateCUDAProviderOptionsWithValue) S(GetCUDAProviderOptionsByName) S(KernelContext_GetResource) \
   /* API 17 */ \
-  X(SetUserLoggingFunction) X(ShapeInferContext_GetInputCount) X(ShapeInferContext_GetInputTypeShape) \
-  X(ShapeInferContext_GetAttribute) X(ShapeInferContext_SetOutputTypeShape) X(SetSymbolicDimensions) \
-  X(ReadOpAttr) X(SetDeterministicCompute) X(KernelContext_ParallelFor) \
-  X(SessionOptionsAppendExecutionProvider_OpenVINO_V2) \
+  S(SetUserLoggingFunction) S(ShapeInferContext_GetInputCount) S(ShapeInferContext_GetInputTypeShape) \
+  S(ShapeInferContext_GetAttribute) S(ShapeInferContext_SetOutputTypeShape) S(SetSymbolicDimensions) \
+  S(ReadOpAttr) S(SetDeterministicCompute) S(KernelContext_ParallelFor) \
+  S(SessionOptionsAppendExecutionProvider_OpenVINO_V2) \
   /* API 18 */ \
-  X(SessionOptionsAppendExecutionProvider_VitisAI) X(KernelContext_GetScratchBuffer) \
-  X(KernelInfoGetAllocator) X(AddExternalInitializersFromFilesInMemory) \
+  S(SessionOptionsAppendExecutionProvider_VitisAI) S(KernelContext_GetScratchBuffer) \
+  S(KernelInfoGetAllocator) S(AddExternalInitializersFromFilesInMemory) \
   /* API 20 */ \
-  X(CreateLoraAdapter) X(CreateLoraAdapterFromArray) X(ReleaseLoraAdapter) X(RunOptionsAddActiveLoraAdapter) \
-  X(SetEpDynamicOptions) \
+  S(CreateLoraAdapter) S(CreateLoraAdapterFromArray) V(ReleaseLoraAdapter) S(RunOptionsAddActiveLoraAdapter) \
+  S(SetEpDynamicOptions) \
   /* API 22 */ \
-  X(ReleaseValueInfo) X(ReleaseNode) X(ReleaseGraph) X(ReleaseModel) X(GetValueInfoName) \
-  X(GetValueInfoTypeInfo) X(GetModelEditorApi) X(CreateTensorWithDataAndDeleterAsOrtValue) \
-  X(SessionOptionsSetLoadCancellationFlag) X(GetCompileApi) X(CreateKeyValuePairs) X(AddKeyValuePair) \
-  X(GetKeyValue) X(GetKeyValuePairs) X(RemoveKeyValuePair) X(ReleaseKeyValuePairs) \
-  X(RegisterExecutionProviderLibrary) X(UnregisterExecutionProviderLibrary) X(GetEpDevices) \
-  X(SessionOptionsAppendExecutionProvider_V2) X(SessionOptionsSetEpSelectionPolicy) \
-  X(SessionOptionsSetEpSelectionPolicyDelegate) X(HardwareDevice_Type) X(HardwareDevice_VendorId) \
-  X(HardwareDevice_Vendor) X(HardwareDevice_DeviceId) X(HardwareDevice_Metadata) X(EpDevice_EpName) \
-  X(EpDevice_EpVendor) X(EpDevice_EpMetadata) X(EpDevice_EpOptions) X(EpDevice_Device) X(GetEpApi) \
+  V(ReleaseValueInfo) V(ReleaseNode) V(ReleaseGraph) V(ReleaseModel) S(GetValueInfoName) \
+  S(GetValueInfoTypeInfo) V(GetModelEditorApi) S(CreateTensorWithDataAndDeleterAsOrtValue) \
+  S(SessionOptionsSetLoadCancellationFlag) V(GetCompileApi) V(CreateKeyValuePairs) V(AddKeyValuePair) \
+  V(GetKeyValue) V(GetKeyValuePairs) V(RemoveKeyValuePair) V(ReleaseKeyValuePairs) \
+  S(RegisterExecutionProviderLibrary) S(UnregisterExecutionProviderLibrary) S(GetEpDevices) \
+  S(SessionOptionsAppendExecutionProvider_V2) S(SessionOptionsSetEpSelectionPolicy) \
+  S(SessionOptionsSetEpSelectionPolicyDelegate) V(HardwareDevice_Type) V(HardwareDevice_VendorId) \
+  V(HardwareDevice_Vendor) V(HardwareDevice_DeviceId) V(HardwareDevice_Metadata) V(EpDevice_EpName) \
+  V(EpDevice_EpVendor) V(EpDevice_EpMetadata) V(EpDevice_EpOptions) V(EpDevice_Device) V(GetEpApi) \
   /* API 23 */ \
-  X(GetTensorSizeInBytes) X(AllocatorGetStats) X(CreateMemoryInfo_V2) X(MemoryInfoGetDeviceMemType) \
-  X(MemoryInfoGetVendorId) X(ValueInfo_GetValueProducer) X(ValueInfo_GetValueNumConsumers) \
-  X(ValueInfo_GetValueConsumers) X(ValueInfo_GetInitializerValue) X(ValueInfo_GetExternalInitializerInfo) \
-  X(ValueInfo_IsRequiredGraphInput) X(ValueInfo_IsOptionalGraphInput) X(ValueInfo_IsGraphOutput) \
-  X(ValueInfo_IsConstantInitializer) X(ValueInfo_IsFromOuterScope) X(Graph_GetName) X(Graph_GetModelPath) \
-  X(Graph_GetOnnxIRVersion) X(Graph_GetNumOperatorSets) X(Graph_GetOperatorSets) X(Graph_GetNumInputs) \
-  X(Graph_GetInputs) X(Graph_GetNumOutputs) X(Graph_GetOutputs) X(Graph_GetNumInitializers) \
-  X(Graph_GetInitializers) X(Graph_GetNumNodes) X(Graph_GetNodes) X(Graph_GetParentNode) \
-  X(Graph_GetGraphView) X(Node_GetId) X(Node_GetName) X(Node_GetOperatorType) X(Node_GetDomain) \
-  X(Node_GetSinceVersion) X(Node_GetNumInputs) X(Node_GetInputs) X(Node_GetNumOutputs) X(Node_GetOutputs) \
-  X(Node_GetNumImplicitInputs) X(Node_GetImplicitInputs) X(Node_GetNumAttributes) X(Node_GetAttributes) \
-  X(Node_GetAttributeByName) X(OpAttr_GetTensorAttributeAsOrtValue) X(OpAttr_GetType) X(OpAttr_GetName) \
-  X(Node_GetNumSubgraphs) X(Node_GetSubgraphs) X(Node_GetGraph) X(Node_GetEpName) \
-  X(ReleaseExternalInitializerInfo) X(ExternalInitializerInfo_GetFilePath) \
-  X(ExternalInitializerInfo_GetFileOffset) X(ExternalInitializerInfo_GetByteSize) X(GetRunConfigEntry) \
-  X(EpDevice_MemoryInfo) X(CreateSharedAllocator) X(GetSharedAllocator) X(ReleaseSharedAllocator) \
-  X(GetTensorData) X(GetSessionOptionsConfigEntries) X(SessionGetMemoryInfoForInputs) \
-  X(SessionGetMemoryInfoForOutputs) X(SessionGetEpDeviceForInputs) X(CreateSyncStreamForEpDevice) \
-  X(SyncStream_GetHandle) X(ReleaseSyncStream) X(CopyTensors) X(Graph_GetModelMetadata) \
-  X(GetModelCompatibilityForEpDevices) X(CreateExternalInitializerInfo) \
+  S(GetTensorSizeInBytes) S(AllocatorGetStats) S(CreateMemoryInfo_V2) V(MemoryInfoGetDeviceMemType) \
+  V(MemoryInfoGetVendorId) S(ValueInfo_GetValueProducer) S(ValueInfo_GetValueNumConsumers) \
+  S(ValueInfo_GetValueConsumers) S(ValueInfo_GetInitializerValue) S(ValueInfo_GetExternalInitializerInfo) \
+  S(ValueInfo_IsRequiredGraphInput) S(ValueInfo_IsOptionalGraphInput) S(ValueInfo_IsGraphOutput) \
+  S(ValueInfo_IsConstantInitializer) S(ValueInfo_IsFromOuterScope) S(Graph_GetName) S(Graph_GetModelPath) \
+  S(Graph_GetOnnxIRVersion) S(Graph_GetNumOperatorSets) S(Graph_GetOperatorSets) S(Graph_GetNumInputs) \
+  S(Graph_GetInputs) S(Graph_GetNumOutputs) S(Graph_GetOutputs) S(Graph_GetNumInitializers) \
+  S(Graph_GetInitializers) S(Graph_GetNumNodes) S(Graph_GetNodes) S(Graph_GetParentNode) \
+  S(Graph_GetGraphView) S(Node_GetId) S(Node_GetName) S(Node_GetOperatorType) S(Node_GetDomain) \
+  S(Node_GetSinceVersion) S(Node_GetNumInputs) S(Node_GetInputs) S(Node_GetNumOutputs) S(Node_GetOutputs) \
+  S(Node_GetNumImplicitInputs) S(Node_GetImplicitInputs) S(Node_GetNumAttributes) S(Node_GetAttributes) \
+  S(Node_GetAttributeByName) S(OpAttr_GetTensorAttributeAsOrtValue) S(OpAttr_GetType) S(OpAttr_GetName) \
+  S(Node_GetNumSubgraphs) S(Node_GetSubgraphs) S(Node_GetGraph) S(Node_GetEpName) \
+  V(ReleaseExternalInitializerInfo) V(ExternalInitializerInfo_GetFilePath) \
+  V(ExternalInitializerInfo_GetFileOffset) V(ExternalInitializerInfo_GetByteSize) V(GetRunConfigEntry) \
+  V(EpDevice_MemoryInfo) S(CreateSharedAllocator) S(GetSharedAllocator) S(ReleaseSharedAllocator) \
+  S(GetTensorData) S(GetSessionOptionsConfigEntries) S(SessionGetMemoryInfoForInputs) \
+  S(SessionGetMemoryInfoForOutputs) S(SessionGetEpDeviceForInputs) S(CreateSyncStreamForEpDevice) \
+  V(SyncStream_GetHandle) V(ReleaseSyncStream) S(CopyTensors) S(Graph_GetModelMetadata) \
+  S(GetModelCompatibilityForEpDevices) S(CreateExternalInitializerInfo) \
   /* API 24 */ \
-  X(TensorTypeAndShape_HasShape) X(KernelInfo_GetConfigEntries) X(KernelInfo_GetOperatorDomain) \
-  X(KernelInfo_GetOperatorType) X(KernelInfo_GetOperatorSinceVersion) X(GetInteropApi) \
-  X(SessionGetEpDeviceForOutputs) X(GetNumHardwareDevices) X(GetHardwareDevices) \
-  X(GetHardwareDeviceEpIncompatibilityDetails) X(DeviceEpIncompatibilityDetails_GetReasonsBitmask) \
-  X(DeviceEpIncompatibilityDetails_GetNotes) X(DeviceEpIncompatibilityDetails_GetErrorCode) \
-  X(ReleaseDeviceEpIncompatibilityDetails) X(GetCompatibilityInfoFromModel) \
-  X(GetCompatibilityInfoFromModelBytes) X(CreateEnvWithOptions) X(Session_GetEpGraphAssignmentInfo) \
-  X(EpAssignedSubgraph_GetEpName) X(EpAssignedSubgraph_GetNodes) X(EpAssignedNode_GetName) \
-  X(EpAssignedNode_GetDomain) X(EpAssignedNode_GetOperatorType) X(RunOptionsSetSyncStream) \
-  X(GetTensorElementTypeAndShapeDataReference) \
+  V(TensorTypeAndShape_HasShape) S(KernelInfo_GetConfigEntries) S(KernelInfo_GetOperatorDomain) \
+  S(KernelInfo_GetOperatorType) S(KernelInfo_GetOperatorSinceVersion) V(GetInteropApi) \
+  S(SessionGetEpDeviceForOutputs) S(GetNumHardwareDevices) S(GetHardwareDevices) \
+  S(GetHardwareDeviceEpIncompatibilityDetails) S(DeviceEpIncompatibilityDetails_GetReasonsBitmask) \
+  S(DeviceEpIncompatibilityDetails_GetNotes) S(DeviceEpIncompatibilityDetails_GetErrorCode) \
+  V(ReleaseDeviceEpIncompatibilityDetails) S(GetCompatibilityInfoFromModel) \
+  S(GetCompatibilityInfoFromModelBytes) S(CreateEnvWithOptions) S(Session_GetEpGraphAssignmentInfo) \
+  S(EpAssignedSubgraph_GetEpName) S(EpAssignedSubgraph_GetNodes) S(EpAssignedNode_GetName) \
+  S(EpAssignedNode_GetDomain) S(EpAssignedNode_GetOperatorType) V(RunOptionsSetSyncStream) \
+  S(GetTensorElementTypeAndShapeDataReference) \
   /* API 25 */ \
-  X(RunOptionsEnableProfiling) X(RunOptionsDisableProfiling) X(KernelInfoGetAttributeArray_string) \
-  X(SetPerSessionThreadPoolCallbacks) \
+  S(RunOptionsEnableProfiling) S(RunOptionsDisableProfiling) S(KernelInfoGetAttributeArray_string) \
+  S(SetPerSessionThreadPoolCallbacks) \
   /* API 27 */ \
-  X(GetMemPatternEnabled) X(GetSessionExecutionMode) X(SessionReleaseCapturedGraph) \
+  S(GetMemPatternEnabled) S(GetSessionExecutionMode) S(SessionReleaseCapturedGraph) \
   /* API 28 */ \
-  X(GetExperimentalFunction) X(KernelContext_GetSyncStream) \
+  V(GetExperimentalFunction) S(KernelContext_GetSyncStream) \
   /* API 29 */ \
-  X(SessionOptionsSetWeightlessSourceModelBuffer)
+  S(SessionOptionsSetWeightlessSourceModelBuffer)

@@ -85,7 +85,18 @@ void build(const Runtime& rt, Registration& reg) {
 }
 
 std::mutex registration_mutex;
-std::unique_ptr<Registration> registration;
+/// One per runtime that registered this library (a process has one onnxruntime, and may have
+/// opforge's host too): a runtime's sessions may outlive its registration call.
+std::vector<std::unique_ptr<Registration>> registrations;
+
+Registration& registration_for(const Runtime& rt) {
+  for (auto& r : registrations)
+    if (r->rt == &rt) return *r;
+  auto made = std::make_unique<Registration>();
+  build(rt, *made);
+  registrations.push_back(std::move(made));
+  return *registrations.back();
+}
 
 }  // namespace
 
@@ -105,12 +116,7 @@ extern "C" __attribute__((visibility("default"))) OrtStatus* RegisterCustomOps(O
   }
   try {
     std::lock_guard<std::mutex> lock(registration_mutex);
-    if (!registration || registration->rt != rt) {
-      auto made = std::make_unique<Registration>();
-      build(*rt, *made);
-      registration = std::move(made);
-    }
-    for (OrtCustomOpDomain* d : registration->domains)
+    for (OrtCustomOpDomain* d : registration_for(*rt).domains)
       rt->check(rt->AddCustomOpDomain(options, d), "adding a custom-op domain");
     return nullptr;
   } catch (const std::exception& e) {
