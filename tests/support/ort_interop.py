@@ -16,7 +16,8 @@ def one_op_model(op: str, inputs: list, outputs: list, domain: str = DOMAIN, **a
     node = helper.make_node(op, [i[0] for i in inputs], [o[0] for o in outputs], domain=domain, **attrs)
     proto = model([node], [tensor(n, shape, elem) for n, elem, shape in inputs],
                   [tensor(n, shape, elem) for n, elem, shape in outputs])
-    proto.opset_import.append(helper.make_opsetid(domain, 1))
+    if domain:
+        proto.opset_import.append(helper.make_opsetid(domain, 1))
     return proto
 
 

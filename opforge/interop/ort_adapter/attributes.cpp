@@ -209,57 +209,76 @@ void NodeAttrs::read(const Runtime& rt, const OrtKernelInfo* info) {
   }
 }
 
+namespace {
+
+/// The bytes ReadOpAttr gives for `attr` as `type` (the size asked first), or false.
+bool read_bytes(const Runtime& rt, const OrtOpAttr* attr, OrtOpAttrType type, std::vector<unsigned char>& out) {
+  size_t n = 0;
+  if (!ok(rt, rt.ReadOpAttr(attr, type, nullptr, 0, &n)) && n == 0) return false;
+  out.resize(n + sizeof(int64_t));
+  if (!ok(rt, rt.ReadOpAttr(attr, type, out.data(), out.size(), &n))) return false;
+  out.resize(n);
+  return true;
+}
+
+template <class T>
+bool read_list(const Runtime& rt, const OrtOpAttr* attr, OrtOpAttrType type, std::vector<T>& out) {
+  std::vector<unsigned char> bytes;
+  if (!read_bytes(rt, attr, type, bytes)) return false;
+  out.resize(bytes.size() / sizeof(T));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
+  return true;
+}
+
+}  // namespace
+
+bool NodeAttrs::read_op_attr(const Runtime& rt, const OrtOpAttr* attr, int32_t kind, opf_attr& out) {
+  size_t n = 0;
+  int64_t i64 = 0;
+  std::vector<unsigned char> bytes;
+  switch (kind) {
+    case OPF_ATTR_FLOAT:
+      if (ok(rt, rt.ReadOpAttr(attr, ORT_OP_ATTR_FLOAT, &out.f, sizeof(float), &n))) return true;
+      if (!ok(rt, rt.ReadOpAttr(attr, ORT_OP_ATTR_INT, &i64, sizeof(i64), &n))) return false;
+      out.f = float(i64);  // an int where a float is declared
+      return true;
+    case OPF_ATTR_INT:
+      return ok(rt, rt.ReadOpAttr(attr, ORT_OP_ATTR_INT, &out.i, sizeof(int64_t), &n));
+    case OPF_ATTR_STRING:
+      if (!read_bytes(rt, attr, ORT_OP_ATTR_STRING, bytes)) return false;
+      set_string(out, std::string(reinterpret_cast<const char*>(bytes.data()), bytes.empty() ? 0 : bytes.size() - 1));
+      return true;
+    case OPF_ATTR_INTS:
+      ints_.emplace_back();
+      if (!read_list(rt, attr, ORT_OP_ATTR_INTS, ints_.back())) return false;
+      out.ints = ints_.back().data();
+      out.count = int64_t(ints_.back().size());
+      return true;
+    case OPF_ATTR_FLOATS:
+      floats_.emplace_back();
+      if (!read_list(rt, attr, ORT_OP_ATTR_FLOATS, floats_.back())) return false;
+      out.floats = floats_.back().data();
+      out.count = int64_t(floats_.back().size());
+      return true;
+    case OPF_ATTR_STRINGS: {
+      if (!read_bytes(rt, attr, ORT_OP_ATTR_STRINGS, bytes)) return false;
+      std::vector<std::string> values;
+      for (size_t at = 0; at < bytes.size(); at += values.back().size() + 1)  // NUL-separated
+        values.emplace_back(reinterpret_cast<const char*>(bytes.data()) + at);
+      set_strings(out, std::move(values));
+      return true;
+    }
+    default:
+      return false;  // tensors and graphs: shape inference does not see them
+  }
+}
+
 void NodeAttrs::read(const Runtime& rt, const OrtShapeInferContext* ctx) {
   for (int32_t i = 0; i < def_->num_attrs; ++i) {
     const opf_attr_def& a = def_->attrs[i];
-    opf_attr& out = attrs_[size_t(i)];
     const OrtOpAttr* attr = nullptr;
     if (!ok(rt, rt.ShapeInferContext_GetAttribute(ctx, a.name, &attr)) || attr == nullptr) continue;
-    size_t n = 0;
-    auto bytes_of = [&](OrtOpAttrType type, std::vector<unsigned char>& buf) {
-      if (!ok(rt, rt.ReadOpAttr(attr, type, nullptr, 0, &n)) && n == 0) return false;
-      buf.resize(n + 8);
-      return ok(rt, rt.ReadOpAttr(attr, type, buf.data(), buf.size(), &n));
-    };
-    std::vector<unsigned char> buf;
-    int64_t i64 = 0;
-    switch (a.type) {
-      case OPF_ATTR_FLOAT:
-        if (ok(rt, rt.ReadOpAttr(attr, ORT_OP_ATTR_FLOAT, &out.f, sizeof(float), &n))) out.type = a.type;
-        else if (ok(rt, rt.ReadOpAttr(attr, ORT_OP_ATTR_INT, &i64, sizeof(i64), &n))) out.type = a.type, out.f = float(i64);
-        break;
-      case OPF_ATTR_INT:
-        if (ok(rt, rt.ReadOpAttr(attr, ORT_OP_ATTR_INT, &out.i, sizeof(int64_t), &n))) out.type = a.type;
-        break;
-      case OPF_ATTR_STRING:
-        if (bytes_of(ORT_OP_ATTR_STRING, buf)) set_string(out, std::string(reinterpret_cast<char*>(buf.data()))), out.type = a.type;
-        break;
-      case OPF_ATTR_INTS:
-        if (bytes_of(ORT_OP_ATTR_INTS, buf)) {
-          ints_.emplace_back(n / sizeof(int64_t));
-          std::memcpy(ints_.back().data(), buf.data(), ints_.back().size() * sizeof(int64_t));
-          out.ints = ints_.back().data(), out.count = int64_t(ints_.back().size()), out.type = a.type;
-        }
-        break;
-      case OPF_ATTR_FLOATS:
-        if (bytes_of(ORT_OP_ATTR_FLOATS, buf)) {
-          floats_.emplace_back(n / sizeof(float));
-          std::memcpy(floats_.back().data(), buf.data(), floats_.back().size() * sizeof(float));
-          out.floats = floats_.back().data(), out.count = int64_t(floats_.back().size()), out.type = a.type;
-        }
-        break;
-      case OPF_ATTR_STRINGS:
-        if (bytes_of(ORT_OP_ATTR_STRINGS, buf)) {
-          std::vector<std::string> values;
-          for (size_t at = 0; at < n; at += values.back().size() + 1)  // NUL-separated
-            values.emplace_back(reinterpret_cast<const char*>(buf.data()) + at);
-          set_strings(out, std::move(values));
-          out.type = a.type;
-        }
-        break;
-      default:
-        break;  // tensors and graphs: shape inference does not see them
-    }
+    if (read_op_attr(rt, attr, a.type, attrs_[size_t(i)])) attrs_[size_t(i)].type = a.type;
   }
 }
 

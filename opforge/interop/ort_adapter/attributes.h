@@ -30,6 +30,7 @@ class NodeAttrs {
 
  private:
   bool read_kind(const Runtime& rt, const OrtKernelInfo* info, const char* name, int32_t kind, opf_attr& out);
+  bool read_op_attr(const Runtime& rt, const OrtOpAttr* attr, int32_t kind, opf_attr& out);
   void set_string(opf_attr& out, std::string value);
   void set_strings(opf_attr& out, std::vector<std::string> values);
   void set_tensor(const Runtime& rt, opf_attr& out, OrtValue* value);

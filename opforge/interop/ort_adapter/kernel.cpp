@@ -29,9 +29,10 @@ void run_chunk(void* data, size_t index) {
   c.fn(c.arg, begin, std::min(c.n, begin + c.chunk));
 }
 
+/// The machine's threads, asked once: glibc reads them from sysfs on every question.
 int32_t hardware_threads() {
-  const unsigned n = std::thread::hardware_concurrency();
-  return n > 0 ? int32_t(n) : 1;
+  static const int32_t n = std::max(1, int32_t(std::thread::hardware_concurrency()));
+  return n;
 }
 
 /// opf_parallel_for_fn on onnxruntime's pool: chunks of at least `grain`, a few per thread.

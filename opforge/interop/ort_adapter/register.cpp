@@ -44,7 +44,8 @@ bool same_op(const opf_op_def* a, const opf_op_def* b) {
 /// of each op (older runtimes register every custom op for all opsets). Throws RuntimeError
 /// when two ranges of one op differ in their input or output counts, which onnxruntime refuses.
 std::vector<const opf_op_def*> definitions(const Runtime& rt, const opf_library* lib) {
-  std::vector<const opf_op_def*> defs(lib->ops, lib->ops + lib->num_ops);
+  std::vector<const opf_op_def*> defs;
+  for (int32_t i = 0; i < lib->num_ops; ++i) defs.push_back(lib->ops[i]);
   std::stable_sort(defs.begin(), defs.end(), [](const opf_op_def* a, const opf_op_def* b) {
     int c = std::strcmp(a->domain, b->domain);
     if (c == 0) c = std::strcmp(a->name, b->name);
