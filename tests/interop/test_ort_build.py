@@ -167,3 +167,26 @@ def test_library_loaded_from_a_file_cannot_be_rebuilt(ops):
     loaded = collect([ops.__file__]).libraries[0]
     with pytest.raises(ValueError, match="not from sources"):
         loaded.onnxruntime_library()
+
+
+CONCURRENT = r"""
+import sys, opforge
+lib = opforge.load_inline("ort_race_" + sys.argv[1], ["#include <opforge/op.h>",
+      "static void twice(opforge::KernelContext& c) { const float* x = c.input(0).data<float>();",
+      "  float* y = c.output(0).data<float>(); for (int64_t i = 0; i < c.input(0).numel(); ++i) y[i] = 2 * x[i]; }",
+      "OPFORGE_OP(twice).domain(\"com.example\").input(\"x\", {opforge::f32}).output(\"y\", {opforge::f32})",
+      "    .infer(opforge::same_as_input0).compute(twice);"])
+print(lib.onnxruntime_library())
+"""
+
+
+def test_processes_building_one_library_share_one_entry(shared_cache, tmp_path):
+    tag = os.urandom(4).hex()   # a library no earlier run built
+    procs = [subprocess.Popen([sys.executable, "-c", CONCURRENT, tag], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=os.environ) for _ in range(3)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in outs]
+    paths = {out.strip().splitlines()[-1] for out, _ in outs}
+    assert len(paths) == 1
+    x = np.arange(4, dtype=np.float32)
+    assert run_one(paths.pop(), "twice", {"x": x}, T.FLOAT).tolist() == (2 * x).tolist()

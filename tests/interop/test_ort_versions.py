@@ -79,3 +79,22 @@ def test_runs_on_an_onnxruntime_a_year_older(ort_lib):
     version, error = done.stdout.split()
     assert int(version.split(".")[1]) <= 21, f"{version} is not a year older than the tested onnxruntime"
     assert float(error) < 1e-6
+
+
+def test_declared_entries_answer_as_the_real_library_does(tmp_path):
+    """tests/interop/data/abi_probe.cpp, built on opforge's declarations of the ABI, calls the
+    entries of the wheel's libonnxruntime.so that work outside a kernel (the others run in every
+    test of the adapter) and checks their answers."""
+    import onnxruntime
+
+    found = glob.glob(os.path.join(os.path.dirname(onnxruntime.__file__), "capi", "libonnxruntime.so*"))
+    if not found:
+        pytest.skip("this onnxruntime wheel ships no libonnxruntime.so to call its C API directly")
+    package = Path(opforge.__file__).parent
+    probe = tmp_path / "abi_probe"
+    subprocess.run(["c++", "-std=c++17", "-O1", f"-I{package / 'csrc'}", f"-I{package / 'interop' / 'ort_adapter'}",
+                    str(Path(__file__).parent / "data" / "abi_probe.cpp"),
+                    str(package / "interop" / "ort_adapter" / "runtime.cpp"), "-o", str(probe), "-ldl"], check=True)
+    done = subprocess.run([str(probe), found[0]], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "FAIL" not in done.stdout and done.stdout.count("ok") >= 10
