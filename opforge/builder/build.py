@@ -111,6 +111,7 @@ class Build:
     """One library's build in a cache root: lookup, then (on a miss) build and publish."""
 
     kind = "ops"   # what the manifest calls the artifact (a variant, such as onnxruntime's, says its own)
+    label = ""     # how progress lines name the variant
 
     def __init__(self, spec: BuildSpec, toolchain: Toolchain, root: Path, cuda=None, progress=None):
         self.spec, self.toolchain, self.root, self.cuda = spec, toolchain, root, cuda
@@ -167,7 +168,7 @@ class Build:
             shutil.rmtree(workdir, ignore_errors=True)
         workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         started = time.perf_counter()
-        print(f"opforge: building '{self.spec.name}' ({len(self.spec.sources)} source(s))", flush=True)
+        print(f"opforge: building '{self.spec.name}'{self.label} ({len(self.spec.sources)} source(s))", flush=True)
         sup = support.support_dir(self.root, self.toolchain, support_flags(self.spec, self.cuda), self.cuda)
         plan = self._plan(workdir, sup)
         write_if_changed(workdir / "build.ninja", ninja_text(plan))
@@ -188,7 +189,7 @@ class Build:
         key2 = digest(self.key1, [(h, file_digest(h)) for h in headers])
         entry = self._publish(Path(plan.output), key2, headers, log, plan)
         write_atomic(self.deps_file, json.dumps({"headers": headers}))
-        print(f"opforge: built '{self.spec.name}' in {time.perf_counter() - started:.2f} s", flush=True)
+        print(f"opforge: built '{self.spec.name}'{self.label} in {time.perf_counter() - started:.2f} s", flush=True)
         return entry
 
     def _plan(self, workdir: Path, sup: Path):

@@ -17,6 +17,7 @@ class OnnxruntimeBuild(Build):
     adapter's sources), the library's work folder (its objects are shared), another output."""
 
     kind = "onnxruntime"
+    label = " for onnxruntime"
 
     def __init__(self, spec, toolchain, root, cuda=None, progress=None):
         super().__init__(spec, toolchain, root, cuda, progress)

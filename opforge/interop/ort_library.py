@@ -59,12 +59,25 @@ def _private_copy(path: Path) -> str:
 
 
 def register(registry, libraries: list, pool) -> None:
-    """Adds every CPU op of `libraries` to `registry` (a session layer: overrides built-ins)."""
+    """Adds every CPU op of `libraries` to `registry` (a session layer: overrides built-ins); an
+    op the library has for another provider only declines its nodes, saying so."""
     for library in libraries:
+        on_cpu = {(op.domain, op.name, op.since_version) for op in library.ops if op.provider == CPU}
         for op in library.ops:
             if op.provider == CPU:
-                registry.register(op.domain, op.name, op.since_version, CPU, OrtOpFactory(op, pool),
-                                  until=op.until_version)
+                factory = OrtOpFactory(op, pool)
+            elif (op.domain, op.name, op.since_version) not in on_cpu:
+                factory = _elsewhere(op, library.path)
+            else:
+                continue
+            registry.register(op.domain, op.name, op.since_version, CPU, factory, until=op.until_version)
+
+
+def _elsewhere(op, path: str):
+    def decline(node, opset):
+        raise KernelNotFoundError(f"{op.name} of {path} runs on onnxruntime's {op.provider}; opforge runs "
+                                  "the CPU ops of onnxruntime custom-op libraries only")
+    return decline
 
 
 def _meta(t) -> "tuple | None":

@@ -47,3 +47,16 @@ def test_cuda_op_runs_on_onnxruntime_cuda_provider(cuda_ort_lib):
 
     factor = float((CUDA_OPS / "factor.cuh").read_text().split("OPF_TEST_FACTOR")[1].split()[0].rstrip("f"))
     assert np.allclose(session.run(None, {"x": x})[0], factor * 2.0 * x)
+
+
+@requires_nvcc
+def test_in_opforge_its_cpu_ops_run_and_its_cuda_ops_say_where_they_run(cuda_ort_lib):
+    import opforge
+
+    so = opforge.SessionOptions()
+    so.register_custom_ops_library(cuda_ort_lib)
+    numel = one_op_model("numel", [("x", T.FLOAT, [2, 3])], [("n", T.INT64, [1])], domain="")
+    assert opforge.InferenceSession(numel.SerializeToString(), so).run(None, {"x": np.zeros((2, 3), np.float32)})[0] == 6
+    scale = one_op_model("scale", [("x", T.FLOAT, [4])], [("y", T.FLOAT, [4])], alpha=2.0)
+    with pytest.raises(Exception, match="scale of .* runs on onnxruntime's CUDAExecutionProvider"):
+        opforge.InferenceSession(scale.SerializeToString(), so)
