@@ -12,7 +12,6 @@ DeformConv's long sums within 1e-4).
 """
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 

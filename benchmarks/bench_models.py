@@ -32,8 +32,6 @@ import statistics
 import time
 from pathlib import Path
 
-import sys
-
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
@@ -42,8 +40,8 @@ import onnxruntime as ort
 import opforge
 
 from tests.support.zoo import light_model, light_model_names
-from op_profile import describe_limit, profile, sgemm_limit  # noqa: E402
-from tests.support.model_families import FAMILIES  # noqa: E402
+from benchmarks.op_profile import describe_limit, profile, sgemm_limit
+from tests.support.model_families import FAMILIES
 
 
 def add_chain(n: int = 1000) -> onnx.ModelProto:

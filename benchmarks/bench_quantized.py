@@ -13,7 +13,6 @@ import argparse
 import logging
 import math
 import os
-import sys
 import tempfile
 from pathlib import Path
 
@@ -27,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 from benchmarks.bench_models import median_times, print_load
 from tests.support.quantized_models import Calibration, squeezenet
 from tests.support.transformer_models import encoder_layer
-from onnxruntime import quantization  # noqa: E402
+from onnxruntime import quantization
 
 
 def cnn_feeds(seed):

@@ -15,7 +15,6 @@ taken at load < 0.5.
 import argparse
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 

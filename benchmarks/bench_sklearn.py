@@ -17,7 +17,6 @@ within 1.5x.
 import argparse
 import math
 import os
-import sys
 from pathlib import Path
 
 import numpy as np

@@ -23,7 +23,6 @@ of one process, which a busy machine slows alike.
 import argparse
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 

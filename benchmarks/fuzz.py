@@ -18,7 +18,6 @@ import os
 import pickle
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 

@@ -140,14 +140,17 @@ class Op:
     it as one) with its own name, signature and docstring, not as a class with methods.
     """
 
-    def __init__(self, handle):
+    def __init__(self, handle, opset: int = 0):
         self.handle = handle
+        self.opset = opset   # as a node of this opset calls it (0: any version; see OpLibrary.op)
         self.schema = handle.schema()
         self.__name__ = self.__qualname__ = self.schema["name"]
         self.__signature__ = op_signature(self.schema)
         self._doc = None
 
     def __call__(self, *inputs, **attributes):
+        if self.opset:
+            return self.handle.call_at(self.opset, inputs, attributes)
         return self.handle(*inputs, **attributes)
 
     def __get__(self, instance, owner=None):
@@ -160,9 +163,9 @@ class Op:
 Op.__doc__ = _SchemaDoc(Op.__doc__)
 
 
-def make_op(handle) -> Op:
-    """The eager face of an op handle (help(op) shows its schema)."""
-    return Op(handle)
+def make_op(handle, opset: int = 0) -> Op:
+    """The eager face of an op handle (help(op) shows its schema), called as at `opset` (0: any)."""
+    return Op(handle, opset)
 
 
 def _table_row(handle) -> list:
@@ -219,7 +222,8 @@ class OpLibrary(types.ModuleType):
         return onnxruntime_library(self, path)
 
     def op(self, name: str, domain: "str | None" = None, version: "int | None" = None) -> Op:
-        """The op `name` as of opset `version` (the newest since-version not above it).
+        """The op `name` as of opset `version` (the newest since-version not above it), called
+        as a node of that opset is: attributes and dtypes added later are refused.
 
         Raises AttributeError when the library has no such op (for that domain and version).
         """
@@ -229,7 +233,7 @@ class OpLibrary(types.ModuleType):
             raise AttributeError(f"library '{self.__name__}' has no op {name!r}"
                                  + (f" in domain {domain!r}" if domain is not None else "")
                                  + (f" for opset {version}" if version is not None else ""))
-        return make_op(max(found, key=lambda h: h.since_version))
+        return make_op(max(found, key=lambda h: h.since_version), version or 0)
 
     def _title(self) -> str:
         return f"opforge library '{self.__name__}' ({len(self.op_table)} ops) from {self.__file__}"

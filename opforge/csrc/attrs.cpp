@@ -83,7 +83,7 @@ std::string versions_text(const opf_attr_def& def) {
 
 }  // namespace
 
-AttrPack::AttrPack(const opf_op_def* op, const py::dict& given, int opset) {
+AttrPack::AttrPack(const opf_op_def* op, const py::dict& given, int opset) : opset_(opset) {
   attrs_.resize(size_t(op->num_attrs));
   size_t used = 0;
   for (int32_t i = 0; i < op->num_attrs; ++i) {
@@ -102,7 +102,9 @@ AttrPack::AttrPack(const opf_op_def* op, const py::dict& given, int opset) {
     } else if (given.contains(key)) {
       ++used;  // None: leave the default (or absent)
     }
-    if (def.required && exists && out.type == OPF_ATTR_UNDEFINED)
+    // Without an opset, an attribute of some versions only is not required (it may not exist).
+    const bool versioned = def.since_version > 1 || def.until_version != 0;
+    if (def.required && (opset != 0 ? exists : !versioned) && out.type == OPF_ATTR_UNDEFINED)
       throw py::type_error(std::string(op->name) + "(): missing required attribute '" + def.name +
                            "' (" + attr_type_name(def.type) + ")");
   }

@@ -33,13 +33,14 @@ class AttrPack {
   /// The slot where the op keeps state made from these attributes (opf_compute_ctx::state).
   opf_state** state_slot() const { return &state_; }
   /// What a call reads: the values and the state's slot.
-  AttrView view() const { return AttrView{attrs_.data(), int32_t(attrs_.size()), &state_}; }
+  AttrView view() const { return AttrView{attrs_.data(), int32_t(attrs_.size()), &state_, opset_}; }
 
  private:
   void set(const opf_op_def* op, const opf_attr_def& def, opf_attr& out, const py::handle& value);
   void set_tensors(opf_attr& out, const py::handle& value, bool many);
 
   std::vector<opf_attr> attrs_;
+  int32_t opset_ = 0;
   std::deque<std::string> strings_;
   std::deque<std::vector<int64_t>> ints_;
   std::deque<std::vector<float>> floats_;

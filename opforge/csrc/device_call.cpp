@@ -60,8 +60,8 @@ class CupyHost {
 
 }  // namespace
 
-py::object OpHandle::call_cuda(const py::args& args, const py::kwargs& kwargs) const {
-  AttrPack attrs(def_, kwargs);
+py::object OpHandle::call_cuda(int opset, const py::tuple& args, const py::dict& kwargs) const {
+  AttrPack attrs(def_, kwargs, opset);
   py::list names;
   for (int32_t i = 0; i < def_->num_inputs; ++i) names.append(def_->inputs[i].name);
   py::tuple prepared = device_arrays().attr("prepare")(def_->name, names, args, bool(def_->accepts_strided));

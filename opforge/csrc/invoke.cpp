@@ -34,15 +34,21 @@ std::string plural(int64_t n, const char* word) { return std::to_string(n) + " "
 
 std::string arg_name(const opf_param& p, int32_t i) { return std::string("'") + p.name + "' (#" + std::to_string(i) + ")"; }
 
-std::string allowed_names(const opf_param& p) {
+/// Whether the k-th dtype of `p` is allowed at `opset` (0: any).
+bool dtype_in_force(const opf_param& p, int32_t k, int32_t opset) {
+  return opset == 0 || p.dtype_since == nullptr || p.dtype_since[k] <= opset;
+}
+
+std::string allowed_names(const opf_param& p, int32_t opset) {
   std::string s;
-  for (int32_t k = 0; k < p.num_dtypes; ++k) s += std::string(k ? ", " : "") + opforge::dtype_name(p.dtypes[k]);
+  for (int32_t k = 0; k < p.num_dtypes; ++k)
+    if (dtype_in_force(p, k, opset)) s += std::string(s.empty() ? "" : ", ") + opforge::dtype_name(p.dtypes[k]);
   return s;
 }
 
-bool dtype_allowed(const opf_param& p, int32_t dtype) {
+bool dtype_allowed(const opf_param& p, int32_t dtype, int32_t opset) {
   for (int32_t k = 0; k < p.num_dtypes; ++k)
-    if (p.dtypes[k] == dtype) return true;
+    if (p.dtypes[k] == dtype) return dtype_in_force(p, k, opset);
   return p.num_dtypes == 0;
 }
 
@@ -65,16 +71,18 @@ void check_count(const opf_op_def* def, int32_t num_inputs) {
                       (declared == 1 && !variadic ? "" : "s") + ", got " + std::to_string(num_inputs), true);
 }
 
-void check_input(const opf_op_def* def, const opf_param& p, int32_t i, const opf_tensor& t, Sizes sizes) {
+void check_input(const opf_op_def* def, const opf_param& p, int32_t i, const opf_tensor& t, Sizes sizes,
+                 int32_t opset) {
   if (t.dtype == OPF_UNDEFINED) {
     if (!(p.flags & OPF_PARAM_OPTIONAL)) refuse(def, "input " + arg_name(p, i) + " is required, got none");
     return;
   }
   if (opforge::dtype_size(t.dtype) == 0)
     refuse(def, "input " + arg_name(p, i) + " has dtype " + opforge::dtype_name(t.dtype) + ", which ops cannot take");
-  if (!dtype_allowed(p, t.dtype))
-    refuse(def, "input " + arg_name(p, i) + " has dtype " + opforge::dtype_name(t.dtype) + "; expected " +
-                    allowed_names(p));
+  if (!dtype_allowed(p, t.dtype, opset))
+    refuse(def, "input " + arg_name(p, i) + " has dtype " + opforge::dtype_name(t.dtype) +
+                    (dtype_allowed(p, t.dtype, 0) ? " (added after opset " + std::to_string(opset) + ")" : "") +
+                    "; expected " + allowed_names(p, opset));
   if (t.ndim < 0 || t.ndim > OPF_MAX_DIMS)
     refuse(def, "input " + arg_name(p, i) + " has rank " + std::to_string(t.ndim) + "; opforge's limit is " +
                     std::to_string(OPF_MAX_DIMS));
@@ -134,10 +142,10 @@ std::string shape_text(const opf_tensor& t) {
 }
 
 void check_call(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs, int32_t num_outputs,
-                Sizes sizes) {
+                Sizes sizes, int32_t opset) {
   check_count(def, num_inputs);
   for (int32_t i = 0; i < num_inputs; ++i)
-    check_input(def, *param_at(def->inputs, def->num_inputs, i), i, inputs[i], sizes);
+    check_input(def, *param_at(def->inputs, def->num_inputs, i), i, inputs[i], sizes, opset);
   if (num_outputs > def->num_outputs && !is_variadic(def->outputs, def->num_outputs))
     refuse(def, "asked for " + plural(num_outputs, "output") + "; the op has " +
                     plural(def->num_outputs, "output"));
@@ -162,7 +170,7 @@ CallError not_made(const opf_op_def* def, int32_t k) {
 
 void infer(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs, const AttrView& attrs,
            opf_tensor* outputs, int32_t num_outputs, Sizes sizes, bool checked) {
-  if (!checked) check_call(def, inputs, num_inputs, num_outputs, sizes);
+  if (!checked) check_call(def, inputs, num_inputs, num_outputs, sizes, attrs.opset);
   for (int32_t k = 0; k < num_outputs; ++k) clear_view(outputs[k]);
   opf_infer_ctx ic{def, inputs, num_inputs, attrs.data, attrs.size, outputs, num_outputs};
   opf_error err;

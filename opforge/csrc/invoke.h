@@ -24,6 +24,7 @@ struct AttrView {
   const opf_attr* data = nullptr;
   int32_t size = 0;
   opf_state** state = nullptr;
+  int32_t opset = 0;  ///< the node's opset (0: any): inputs of a dtype added later are refused
 };
 
 /// What a caller needs of each output.
@@ -53,9 +54,10 @@ enum class Sizes { Known, MaybeUnknown };
 /// Checks a call's inputs and output count against `def`: enough inputs, no required one
 /// absent, none past the declared ones (unless the last is variadic), allowed dtypes, rank at
 /// most OPF_MAX_DIMS and no negative size (unless `sizes` allows unknown ones); no more outputs
-/// than declared (unless the last is variadic).
+/// than declared (unless the last is variadic). At `opset` (0: any), a dtype the op added in a
+/// later opset is refused.
 void check_call(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs, int32_t num_outputs,
-                Sizes sizes = Sizes::Known);
+                Sizes sizes = Sizes::Known, int32_t opset = 0);
 
 /// Calls infer after check_call (unless `checked`: the caller checked these inputs' dtypes and
 /// counts already, a compiled plan at its compile), then checks what it declared: every

@@ -118,7 +118,7 @@ py::dict OpHandle::schema() const {
   throw py::error_already_set();
 }
 
-std::vector<opf_tensor> OpHandle::eager_inputs(const py::args& args, std::vector<py::array>& keep) const {
+std::vector<opf_tensor> OpHandle::eager_inputs(const py::tuple& args, std::vector<py::array>& keep) const {
   std::vector<opf_tensor> ins(args.size());
   py::module_ np;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -138,9 +138,9 @@ std::vector<opf_tensor> OpHandle::eager_inputs(const py::args& args, std::vector
   return ins;
 }
 
-py::object OpHandle::call(const py::args& args, const py::kwargs& kwargs) const {
-  if (is_cuda()) return call_cuda(args, kwargs);
-  AttrPack attrs(def_, kwargs);
+py::object OpHandle::call_at(int opset, const py::tuple& args, const py::dict& kwargs) const {
+  if (is_cuda()) return call_cuda(opset, args, kwargs);
+  AttrPack attrs(def_, kwargs, opset);
   std::vector<py::array> keep;
   std::vector<opf_tensor> ins = eager_inputs(args, keep);
   std::vector<Need> need(size_t(def_->num_outputs), Need::IfMade);

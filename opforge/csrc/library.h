@@ -29,7 +29,10 @@ class OpHandle {
 
   /// Eager call: arrays in, new arrays out, attributes as keyword arguments. CPU ops take and
   /// give numpy arrays; CUDA ops take GPU arrays and give cupy arrays (device_call.cpp).
-  py::object call(const py::args& args, const py::kwargs& kwargs) const;
+  py::object call(const py::args& args, const py::kwargs& kwargs) const { return call_at(0, args, kwargs); }
+  /// The same as a node of `opset` would be called (0: any version): attributes and dtypes
+  /// that version of the op does not have are refused.
+  py::object call_at(int opset, const py::tuple& args, const py::dict& kwargs) const;
 
   /// Whether compute runs on a GPU (the op's inputs and outputs are device memory).
   bool is_cuda() const { return def_->backend == OPF_BACKEND_CUDA; }
@@ -63,13 +66,13 @@ class OpHandle {
   int64_t workspace_size(const py::list& metas, const AttrPack& attrs) const;
 
   private:
-  std::vector<opf_tensor> eager_inputs(const py::args& args, std::vector<py::array>& keep) const;
+  std::vector<opf_tensor> eager_inputs(const py::tuple& args, std::vector<py::array>& keep) const;
   /// call_op (invoke.h) on numpy: outputs new arrays (or `given` ones), the GIL released for
   /// compute; `workspace`, if given, gets the bytes the call took.
   std::vector<py::object> invoke(const std::vector<opf_tensor>& ins, const std::vector<Need>& need,
                                  const AttrView& attrs, ThreadPool* pool, const py::list* given = nullptr,
                                  int64_t* workspace = nullptr) const;
-  py::object call_cuda(const py::args& args, const py::kwargs& kwargs) const;
+  py::object call_cuda(int opset, const py::tuple& args, const py::dict& kwargs) const;
   /// call_op (invoke.h) on cupy: outputs and workspace allocated with cupy on `device`.
   std::vector<py::object> invoke_cuda(const std::vector<opf_tensor>& ins, const std::vector<Need>& need,
                                       const AttrView& attrs, int device, void* stream) const;

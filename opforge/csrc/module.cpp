@@ -65,6 +65,9 @@ PYBIND11_MODULE(_core, m) {
       .def("schema", &OpHandle::schema)
       .def_property_readonly("is_cuda", &OpHandle::is_cuda)
       .def("__call__", &OpHandle::call)
+      .def("call_at", &OpHandle::call_at, py::arg("opset"), py::arg("args"), py::arg("kwargs"),
+           "Calls the op as a node of `opset` would be (0: any version): attributes and dtypes "
+           "that version does not have are refused.")
       .def("attrs", [](const OpHandle& h, const py::dict& given, int opset) { return new AttrPack(h.def(), given, opset); },
            py::arg("given"), py::arg("opset") = 0,
            "Converts attribute values (name -> value) for this op, for a node of `opset` (0: any "

@@ -66,9 +66,13 @@ def call_problem(schema: dict, inputs: list, num_outputs: int) -> "str | None":
     return None
 
 
-def dtype_allowed(schema_param: dict, dtype) -> bool:
-    """Whether a declared input accepts `dtype` (a numpy dtype)."""
-    return not schema_param["dtypes"] or np.dtype(dtype).name in schema_param["dtypes"]
+def dtype_allowed(schema_param: dict, dtype, opset: int = 0) -> bool:
+    """Whether a declared input accepts `dtype` (a numpy dtype) at `opset` (0: any version):
+    dtypes the op added at a later opset (``dtypes_since``) count from that opset on."""
+    if not schema_param["dtypes"]:
+        return True
+    name = np.dtype(dtype).name
+    return name in schema_param["dtypes"] and (not opset or schema_param["dtype_since"].get(name, 0) <= opset)
 
 
 class NativeKernel:
@@ -85,7 +89,7 @@ class NativeKernel:
         self.provider = provider
         self.schema = handle.schema()
         try:
-            self.attrs = handle.attrs(attribute_values(node), opset if is_standard_domain(node.domain) else 0)
+            self.attrs = handle.attrs(attribute_values(node), opset)
         except TypeError as exc:
             raise KernelNotFoundError(f"{provider} kernel {handle.name} does not take this "
                                       f"node's attributes: {exc}") from None
@@ -101,9 +105,9 @@ class NativeKernel:
             if dtype is None or not params:
                 continue
             param = params[min(i, len(params) - 1)]
-            if np.dtype(dtype) not in DTYPE_CODES or not dtype_allowed(param, dtype):
+            if np.dtype(dtype) not in DTYPE_CODES or not dtype_allowed(param, dtype, self.opset):
                 return (f"{self.provider} kernel {self.handle.name} does not take "
-                        f"{np.dtype(dtype).name} for input '{param['name']}'")
+                        f"{np.dtype(dtype).name} for input '{param['name']}' at opset {self.opset}")
         return None
 
     def run(self, inputs: list) -> list:

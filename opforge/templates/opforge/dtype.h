@@ -50,6 +50,13 @@ constexpr DType f8e4m3fn = DType::Float8E4M3FN, f8e4m3fnuz = DType::Float8E4M3FN
                 i4 = DType::Int4, f4e2m1 = DType::Float4E2M1, f8e8m0 = DType::Float8E8M0,
                 u2 = DType::UInt2, i2 = DType::Int2;
 
+/// Tensor::dtype() is the ABI's int32_t; these compare it with a DType directly:
+/// `if (x.dtype() == opforge::f64)`.
+constexpr bool operator==(int32_t a, DType b) { return a == int32_t(b); }
+constexpr bool operator!=(int32_t a, DType b) { return a != int32_t(b); }
+constexpr bool operator==(DType a, int32_t b) { return int32_t(a) == b; }
+constexpr bool operator!=(DType a, int32_t b) { return int32_t(a) != b; }
+
 /// IEEE half and bfloat16 storage types (bits only; convert with to_float / from_float).
 struct float16_t { uint16_t bits; };
 struct bfloat16_t { uint16_t bits; };

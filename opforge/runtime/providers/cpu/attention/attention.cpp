@@ -432,11 +432,9 @@ void compute(KernelContext& ctx) {
       .infer(infer)                                                                                \
       .compute(compute)
 
-// 23: the original op; 24 adds nonpad_kv_seqlen (an external cache's valid lengths); 25 adds
-// sliding windows.
-ATTENTION_COMMON(23);
-ATTENTION_COMMON(24).optional_input("nonpad_kv_seqlen", {opforge::i64});
-ATTENTION_COMMON(25)
+// 23: the original op; 24 adds the input nonpad_kv_seqlen (an external cache's valid lengths,
+// which a node of 23 cannot give); 25 adds sliding windows.
+ATTENTION_COMMON(23)
     .optional_input("nonpad_kv_seqlen", {opforge::i64})
-    .attr("left_window_size", int64_t(-1))
-    .attr("right_window_size", int64_t(-1));
+    .attr("left_window_size", int64_t(-1)).attr_versions(25)
+    .attr("right_window_size", int64_t(-1)).attr_versions(25);

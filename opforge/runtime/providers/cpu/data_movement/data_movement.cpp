@@ -289,37 +289,21 @@ OPFORGE_OP(Transpose)
     .optional_attr("perm", opforge::AttrType::Ints)
     .infer(transpose_infer)
     .compute(transpose_compute);
-
+// Opset 11 adds mode (DCR, the only arrangement before, or CRD).
 OPFORGE_OP(DepthToSpace)
     .since(1)
     .input("input", OPFORGE_ALL_WITH_NARROW_DTYPES)
     .output("output")
     .required_attr("blocksize", opforge::AttrType::Int)
+    .attr("mode", "DCR").attr_versions(11)
     .infer(depth_to_space_infer)
     .compute(depth_to_space_compute);
-
-OPFORGE_OP(DepthToSpace)
-    .since(11)
-    .input("input", OPFORGE_ALL_WITH_NARROW_DTYPES)
-    .output("output")
-    .required_attr("blocksize", opforge::AttrType::Int)
-    .attr("mode", "DCR")
-    .infer(depth_to_space_infer)
-    .compute(depth_to_space_compute);
-
+// Opset 28 adds mode.
 OPFORGE_OP(SpaceToDepth)
     .since(1)
     .input("input", OPFORGE_ALL_WITH_NARROW_DTYPES)
     .output("output")
     .required_attr("blocksize", opforge::AttrType::Int)
-    .infer(space_to_depth_infer)
-    .compute(space_to_depth_compute);
-
-OPFORGE_OP(SpaceToDepth)
-    .since(28)
-    .input("input", OPFORGE_ALL_WITH_NARROW_DTYPES)
-    .output("output")
-    .required_attr("blocksize", opforge::AttrType::Int)
-    .attr("mode", "DCR")
+    .attr("mode", "DCR").attr_versions(28)
     .infer(space_to_depth_infer)
     .compute(space_to_depth_compute);

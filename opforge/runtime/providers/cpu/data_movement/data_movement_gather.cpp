@@ -169,20 +169,12 @@ OPFORGE_OP(GatherElements)
     .attr("axis", int64_t(0))
     .infer(gather_elements_infer)
     .compute(gather_elements_compute);
-
+// Opset 12 adds batch_dims.
 OPFORGE_OP(GatherND)
     .since(11)
     .input("data", OPFORGE_ALL_WITH_NARROW_DTYPES)
     .input("indices", {opforge::i64})
     .output("output")
-    .infer(gather_nd_infer)
-    .compute(gather_nd_compute);
-
-OPFORGE_OP(GatherND)
-    .since(12)
-    .input("data", OPFORGE_ALL_WITH_NARROW_DTYPES)
-    .input("indices", {opforge::i64})
-    .output("output")
-    .attr("batch_dims", int64_t(0))
+    .attr("batch_dims", int64_t(0)).attr_versions(12)
     .infer(gather_nd_infer)
     .compute(gather_nd_compute);

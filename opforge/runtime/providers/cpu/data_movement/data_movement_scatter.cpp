@@ -202,7 +202,7 @@ OPFORGE_OP(ScatterElements)
     .input("updates", OPFORGE_ALL_DTYPES)
     .output("output")
     .attr("axis", int64_t(0))
-    .attr("reduction", "none")
+    .attr("reduction", "none").attr_versions(16)
     .infer(scatter_elements_infer)
     .compute(scatter_elements_compute);
 
@@ -212,7 +212,7 @@ OPFORGE_OP(ScatterND)
     .input("indices", {opforge::i64})
     .input("updates", OPFORGE_ALL_DTYPES)
     .output("output")
-    .attr("reduction", "none")
+    .attr("reduction", "none").attr_versions(16)
     .infer(scatter_nd_infer)
     .compute(scatter_nd_compute);
 

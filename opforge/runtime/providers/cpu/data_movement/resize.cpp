@@ -445,32 +445,23 @@ OPFORGE_OP(Resize)
     .infer(legacy_infer<false>)
     .compute(legacy_compute<false>);
 
-// 11 and 13 differ in which inputs are optional; 18 adds antialias, axes and
-// keep_aspect_ratio_policy; 19 adds half_pixel_symmetric (a value of an existing attribute).
-#define RESIZE_OP(VERSION)                                                   \
-  OPFORGE_OP(Resize)                                                         \
-      .since(VERSION)                                                        \
-      .input("X", RESIZE_DTYPES)                                             \
-      .optional_input("roi", {opforge::f32, opforge::f64})                   \
-      .optional_input("scales", {opforge::f32, opforge::f64})                \
-      .optional_input("sizes", {opforge::i64})                               \
-      .output("Y")                                                           \
-      .attr("mode", "nearest")                                               \
-      .attr("coordinate_transformation_mode", "half_pixel")                  \
-      .attr("nearest_mode", "round_prefer_floor")                            \
-      .attr("cubic_coeff_a", -0.75f)                                         \
-      .attr("exclude_outside", int64_t(0))                                   \
-      .attr("extrapolation_value", 0.0f)                                     \
-      .infer(resize_infer)                                                   \
-      .compute(resize_compute)
-
-RESIZE_OP(11);
-RESIZE_OP(13);
-RESIZE_OP(18)
-    .attr("antialias", int64_t(0))
-    .optional_attr("axes", opforge::AttrType::Ints)
-    .attr("keep_aspect_ratio_policy", "stretch");
-RESIZE_OP(19)
-    .attr("antialias", int64_t(0))
-    .optional_attr("axes", opforge::AttrType::Ints)
-    .attr("keep_aspect_ratio_policy", "stretch");
+// Opset 13 makes roi and scales optional (this definition takes them absent at any opset); 18
+// adds antialias, axes and keep_aspect_ratio_policy; 19 the value half_pixel_symmetric.
+OPFORGE_OP(Resize)
+    .since(11)
+    .input("X", RESIZE_DTYPES)
+    .optional_input("roi", {opforge::f32, opforge::f64})
+    .optional_input("scales", {opforge::f32, opforge::f64})
+    .optional_input("sizes", {opforge::i64})
+    .output("Y")
+    .attr("mode", "nearest")
+    .attr("coordinate_transformation_mode", "half_pixel")
+    .attr("nearest_mode", "round_prefer_floor")
+    .attr("cubic_coeff_a", -0.75f)
+    .attr("exclude_outside", int64_t(0))
+    .attr("extrapolation_value", 0.0f)
+    .attr("antialias", int64_t(0)).attr_versions(18)
+    .optional_attr("axes", opforge::AttrType::Ints).attr_versions(18)
+    .attr("keep_aspect_ratio_policy", "stretch").attr_versions(18)
+    .infer(resize_infer)
+    .compute(resize_compute);

@@ -139,20 +139,13 @@ void view_compute(KernelContext& ctx) { copy_input0(ctx); }
 }  // namespace opforge_cpu
 
 using namespace opforge_cpu;
-
+// Opset 15 adds start and end.
 OPFORGE_OP(Shape)
     .since(1)
     .input("data", OPFORGE_ALL_WITH_NARROW_DTYPES)
     .output("shape", {opforge::i64})
-    .infer(shape_infer)
-    .compute(shape_compute);
-
-OPFORGE_OP(Shape)
-    .since(15)
-    .input("data", OPFORGE_ALL_WITH_NARROW_DTYPES)
-    .output("shape", {opforge::i64})
-    .attr("start", int64_t(0))
-    .optional_attr("end", opforge::AttrType::Int)
+    .attr("start", int64_t(0)).attr_versions(15)
+    .optional_attr("end", opforge::AttrType::Int).attr_versions(15)
     .infer(shape_infer)
     .compute(shape_compute);
 
@@ -164,22 +157,13 @@ OPFORGE_OP(Size)
     .compute(size_compute);
 
 // The views below declare .inplace(0, 0): the runtime may alias output and input, and
-// view_compute then copies nothing.
+// view_compute then copies nothing. Opset 14 adds allowzero to Reshape.
 OPFORGE_OP(Reshape)
     .since(5)
     .input("data", OPFORGE_ALL_WITH_NARROW_DTYPES)
     .input("shape", {opforge::i64})
     .output("reshaped")
-    .inplace(0, 0)
-    .infer(reshape_infer)
-    .compute(view_compute);
-
-OPFORGE_OP(Reshape)
-    .since(14)
-    .input("data", OPFORGE_ALL_WITH_NARROW_DTYPES)
-    .input("shape", {opforge::i64})
-    .output("reshaped")
-    .attr("allowzero", int64_t(0))
+    .attr("allowzero", int64_t(0)).attr_versions(14)
     .inplace(0, 0)
     .infer(reshape_infer)
     .compute(view_compute);

@@ -149,22 +149,15 @@ OPFORGE_OP(ConstantOfShape)
     .infer(constant_of_shape_infer)
     .compute(constant_of_shape_compute);
 
+#define RANGE_DTYPES {opforge::f32, opforge::f64, opforge::i16, opforge::i32, opforge::i64}
+// Opset 27 adds float16 and bfloat16, and stash_type (the precision they count in).
 OPFORGE_OP(Range)
     .since(11)
-    .input("start", {opforge::f32, opforge::f64, opforge::i16, opforge::i32, opforge::i64})
-    .input("limit", {opforge::f32, opforge::f64, opforge::i16, opforge::i32, opforge::i64})
-    .input("delta", {opforge::f32, opforge::f64, opforge::i16, opforge::i32, opforge::i64})
+    .input("start", RANGE_DTYPES).dtypes_since(27, {opforge::f16, opforge::bf16})
+    .input("limit", RANGE_DTYPES).dtypes_since(27, {opforge::f16, opforge::bf16})
+    .input("delta", RANGE_DTYPES).dtypes_since(27, {opforge::f16, opforge::bf16})
     .output("output")
-    .infer(range_infer)
-    .compute(range_compute);
-
-OPFORGE_OP(Range)
-    .since(27)
-    .input("start", {opforge::f32, opforge::f64, opforge::i16, opforge::i32, opforge::i64, opforge::f16, opforge::bf16})
-    .input("limit", {opforge::f32, opforge::f64, opforge::i16, opforge::i32, opforge::i64, opforge::f16, opforge::bf16})
-    .input("delta", {opforge::f32, opforge::f64, opforge::i16, opforge::i32, opforge::i64, opforge::f16, opforge::bf16})
-    .output("output")
-    .attr("stash_type", int64_t(1))
+    .attr("stash_type", int64_t(1)).attr_versions(27)
     .infer(range_infer)
     .compute(range_compute);
 

@@ -232,11 +232,8 @@ void clip_attr_compute(KernelContext& ctx) {
   OPFORGE_OP(NAME).since(SINCE).input(IN, OPFORGE_EW_FLOAT_HALF_DTYPES).output(OUT).inplace(0, 0)\
       .infer(opforge::same_as_input0).compute(opforge_cpu::ew::COMPUTE)
 
-OPFORGE_OP(Relu).since(6).input("X", OPFORGE_EW_FLOAT_HALF_DTYPES).output("Y").inplace(0, 0)
-    .infer(opforge::same_as_input0).compute(opforge_cpu::ew::relu_compute);
-OPFORGE_OP(Relu).since(14)
-    .input("X", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::i8, opforge::i16,
-                 opforge::f16, opforge::bf16})
+OPFORGE_OP(Relu).since(6)
+    .input("X", OPFORGE_EW_FLOAT_HALF_DTYPES).dtypes_since(14, {opforge::i32, opforge::i64, opforge::i8, opforge::i16})
     .output("Y").inplace(0, 0).infer(opforge::same_as_input0).compute(opforge_cpu::ew::relu_compute);
 
 EW_ACTIVATION(LeakyRelu, 6, "X", "Y", leaky_relu_compute).attr("alpha", 0.01f);
@@ -275,21 +272,11 @@ OPFORGE_OP(Gelu)
     .infer(opforge_cpu::ew::gelu_infer)
     .compute(opforge_cpu::ew::gelu_compute);
 
+#define EW_PRELU9_ADDED {opforge::i32, opforge::i64, opforge::u32, opforge::u64}
 OPFORGE_OP(PRelu)
     .since(7)
-    .input("X", OPFORGE_EW_FLOAT_HALF_DTYPES)
-    .input("slope", OPFORGE_EW_FLOAT_HALF_DTYPES)
-    .output("Y")
-    .inplace(0, 0)
-    .infer(opforge_cpu::ew::prelu_infer)
-    .compute(opforge_cpu::ew::prelu_compute);
-
-OPFORGE_OP(PRelu)
-    .since(9)
-    .input("X", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::u32, opforge::u64,
-                 opforge::f16, opforge::bf16})
-    .input("slope", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::u32, opforge::u64,
-                     opforge::f16, opforge::bf16})
+    .input("X", OPFORGE_EW_FLOAT_HALF_DTYPES).dtypes_since(9, EW_PRELU9_ADDED)
+    .input("slope", OPFORGE_EW_FLOAT_HALF_DTYPES).dtypes_since(9, EW_PRELU9_ADDED)
     .output("Y")
     .inplace(0, 0)
     .infer(opforge_cpu::ew::prelu_infer)
@@ -305,21 +292,14 @@ OPFORGE_OP(Clip)
     .infer(opforge::same_as_input0)
     .compute(opforge_cpu::ew::clip_attr_compute);
 
+// Opset 11 made min and max inputs (before: attributes, above); opset 12 added the integers.
+#define EW_CLIP12_ADDED {opforge::i32, opforge::i64, opforge::i8, opforge::i16, opforge::u8, opforge::u16, \
+                         opforge::u32, opforge::u64}
 OPFORGE_OP(Clip)
     .since(11)
-    .input("input", OPFORGE_EW_FLOAT_HALF_DTYPES)
-    .optional_input("min", OPFORGE_EW_FLOAT_HALF_DTYPES)
-    .optional_input("max", OPFORGE_EW_FLOAT_HALF_DTYPES)
-    .output("output")
-    .inplace(0, 0)
-    .infer(opforge_cpu::ew::clip_infer)
-    .compute(opforge_cpu::ew::clip_compute);
-
-OPFORGE_OP(Clip)
-    .since(12)
-    .input("input", OPFORGE_EW_ALLNUM_HALF_DTYPES)
-    .optional_input("min", OPFORGE_EW_ALLNUM_HALF_DTYPES)
-    .optional_input("max", OPFORGE_EW_ALLNUM_HALF_DTYPES)
+    .input("input", OPFORGE_EW_FLOAT_HALF_DTYPES).dtypes_since(12, EW_CLIP12_ADDED)
+    .optional_input("min", OPFORGE_EW_FLOAT_HALF_DTYPES).dtypes_since(12, EW_CLIP12_ADDED)
+    .optional_input("max", OPFORGE_EW_FLOAT_HALF_DTYPES).dtypes_since(12, EW_CLIP12_ADDED)
     .output("output")
     .inplace(0, 0)
     .infer(opforge_cpu::ew::clip_infer)

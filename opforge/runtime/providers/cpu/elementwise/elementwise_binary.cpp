@@ -253,19 +253,18 @@ using opforge_cpu::ew::arith_compute;
 using opforge_cpu::ew::extremum_compute;
 using opforge_cpu::ew::infer_broadcast_same;
 
-/// Registers NAME(A, B) -> C over DTYPES, same-dtype inputs broadcast together.
-#define EW_BINARY_OP(NAME, SINCE, DTYPES, COMPUTE)                                             \
-  OPFORGE_OP(NAME).since(SINCE).input("A", DTYPES).input("B", DTYPES).output("C")              \
-      .infer(infer_broadcast_same).compute(COMPUTE)
+/// Opset 14 added the 8- and 16-bit integers to Add, Sub, Mul and Div.
+#define EW_ARITH14_ADDED {opforge::i8, opforge::i16, opforge::u8, opforge::u16}
+#define EW_ARITH_OP(NAME, COMPUTE)                                                                \
+  OPFORGE_OP(NAME).since(7)                                                                       \
+      .input("A", OPFORGE_EW_ARITH7_HALF_DTYPES).dtypes_since(14, EW_ARITH14_ADDED)               \
+      .input("B", OPFORGE_EW_ARITH7_HALF_DTYPES).dtypes_since(14, EW_ARITH14_ADDED)               \
+      .output("C").infer(infer_broadcast_same).compute(COMPUTE)
 
-EW_BINARY_OP(Add, 7, OPFORGE_EW_ARITH7_HALF_DTYPES, arith_compute<opforge_cpu::ew::AddFn>);
-EW_BINARY_OP(Add, 14, OPFORGE_EW_ALLNUM_HALF_DTYPES, arith_compute<opforge_cpu::ew::AddFn>);
-EW_BINARY_OP(Sub, 7, OPFORGE_EW_ARITH7_HALF_DTYPES, arith_compute<opforge_cpu::ew::SubFn>);
-EW_BINARY_OP(Sub, 14, OPFORGE_EW_ALLNUM_HALF_DTYPES, arith_compute<opforge_cpu::ew::SubFn>);
-EW_BINARY_OP(Mul, 7, OPFORGE_EW_ARITH7_HALF_DTYPES, arith_compute<opforge_cpu::ew::MulFn>);
-EW_BINARY_OP(Mul, 14, OPFORGE_EW_ALLNUM_HALF_DTYPES, arith_compute<opforge_cpu::ew::MulFn>);
-EW_BINARY_OP(Div, 7, OPFORGE_EW_ARITH7_HALF_DTYPES, opforge_cpu::ew::div_compute);
-EW_BINARY_OP(Div, 14, OPFORGE_EW_ALLNUM_HALF_DTYPES, opforge_cpu::ew::div_compute);
+EW_ARITH_OP(Add, arith_compute<opforge_cpu::ew::AddFn>);
+EW_ARITH_OP(Sub, arith_compute<opforge_cpu::ew::SubFn>);
+EW_ARITH_OP(Mul, arith_compute<opforge_cpu::ew::MulFn>);
+EW_ARITH_OP(Div, opforge_cpu::ew::div_compute);
 
 OPFORGE_OP(Mod)
     .since(10)
@@ -276,18 +275,14 @@ OPFORGE_OP(Mod)
     .infer(opforge_cpu::ew::mod_infer)
     .compute(opforge_cpu::ew::mod_compute);
 
+// Opset 12 lets the exponent's type differ from the base's, and adds integers to both; pow_infer
+// gives Z the base's type, which before 12 was also the exponent's.
 OPFORGE_OP(Pow)
     .since(7)
-    .input("X", OPFORGE_EW_FLOAT_HALF_DTYPES)
+    .input("X", OPFORGE_EW_FLOAT_HALF_DTYPES).dtypes_since(12, {opforge::i32, opforge::i64})
     .input("Y", OPFORGE_EW_FLOAT_HALF_DTYPES)
-    .output("Z")
-    .infer(infer_broadcast_same)
-    .compute(opforge_cpu::ew::pow_compute);
-
-OPFORGE_OP(Pow)
-    .since(12)
-    .input("X", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::f16, opforge::bf16})
-    .input("Y", OPFORGE_EW_ALLNUM_HALF_DTYPES)
+    .dtypes_since(12, {opforge::i32, opforge::i64, opforge::i8, opforge::i16, opforge::u8, opforge::u16,
+                       opforge::u32, opforge::u64})
     .output("Z")
     .infer(opforge_cpu::ew::pow_infer)
     .compute(opforge_cpu::ew::pow_compute);
@@ -297,9 +292,12 @@ OPFORGE_OP(Pow)
   OPFORGE_OP(NAME).since(SINCE).variadic_input("data_0", DTYPES).output(OUT)                   \
       .infer(infer_broadcast_same).compute(COMPUTE)
 
-EW_VARIADIC_OP(Max, 6, "max", OPFORGE_EW_FLOAT_HALF_DTYPES, extremum_compute<opforge_cpu::ew::MaxFn>);
-EW_VARIADIC_OP(Max, 12, "max", OPFORGE_EW_ALLNUM_HALF_DTYPES, extremum_compute<opforge_cpu::ew::MaxFn>);
-EW_VARIADIC_OP(Min, 6, "min", OPFORGE_EW_FLOAT_HALF_DTYPES, extremum_compute<opforge_cpu::ew::MinFn>);
-EW_VARIADIC_OP(Min, 12, "min", OPFORGE_EW_ALLNUM_HALF_DTYPES, extremum_compute<opforge_cpu::ew::MinFn>);
+/// Opset 12 added the integers to Max and Min.
+#define EW_EXTREMUM12_ADDED {opforge::i32, opforge::i64, opforge::i8, opforge::i16, opforge::u8, opforge::u16, \
+                             opforge::u32, opforge::u64}
+OPFORGE_OP(Max).since(6).variadic_input("data_0", OPFORGE_EW_FLOAT_HALF_DTYPES).dtypes_since(12, EW_EXTREMUM12_ADDED)
+    .output("max").infer(infer_broadcast_same).compute(extremum_compute<opforge_cpu::ew::MaxFn>);
+OPFORGE_OP(Min).since(6).variadic_input("data_0", OPFORGE_EW_FLOAT_HALF_DTYPES).dtypes_since(12, EW_EXTREMUM12_ADDED)
+    .output("min").infer(infer_broadcast_same).compute(extremum_compute<opforge_cpu::ew::MinFn>);
 EW_VARIADIC_OP(Sum, 6, "sum", OPFORGE_EW_FLOAT_HALF_DTYPES, opforge_cpu::ew::sum_compute<false>);
 EW_VARIADIC_OP(Mean, 6, "mean", OPFORGE_EW_FLOAT_HALF_DTYPES, opforge_cpu::ew::sum_compute<true>);

@@ -183,58 +183,22 @@ void bitcast_compute(KernelContext& ctx) {
 
 }  // namespace
 }  // namespace opforge_cpu::ew
-
 OPFORGE_OP(Cast)
     .since(6)
     .input("input", OPFORGE_ALL_WITH_NARROW_DTYPES)
     .output("output")
     .required_attr("to", opforge::AttrType::Int, "the ONNX dtype number to cast to")
+    .attr("saturate", int64_t(1), "float8 only: clamp to the finite range").attr_versions(19)
+    .attr("round_mode", "up", "float8e8m0 only: up, down or nearest").attr_versions(24)
     .infer(opforge_cpu::ew::cast_infer)
     .compute(opforge_cpu::ew::cast_compute);
-
-OPFORGE_OP(Cast)
-    .since(19)
-    .input("input", OPFORGE_ALL_WITH_NARROW_DTYPES)
-    .output("output")
-    .required_attr("to", opforge::AttrType::Int, "the ONNX dtype number to cast to")
-    .attr("saturate", int64_t(1), "float8 only: clamp to the finite range")
-    .infer(opforge_cpu::ew::cast_infer)
-    .compute(opforge_cpu::ew::cast_compute);
-
-OPFORGE_OP(Cast)
-    .since(24)
-    .input("input", OPFORGE_ALL_WITH_NARROW_DTYPES)
-    .output("output")
-    .required_attr("to", opforge::AttrType::Int, "the ONNX dtype number to cast to")
-    .attr("saturate", int64_t(1), "float8 only: clamp to the finite range")
-    .attr("round_mode", "up", "float8e8m0 only: up, down or nearest")
-    .infer(opforge_cpu::ew::cast_infer)
-    .compute(opforge_cpu::ew::cast_compute);
-
 OPFORGE_OP(CastLike)
     .since(15)
     .input("input", OPFORGE_ALL_WITH_NARROW_DTYPES)
     .input("target_type", OPFORGE_ALL_WITH_NARROW_DTYPES)
     .output("output")
-    .infer(opforge_cpu::ew::castlike_infer)
-    .compute(opforge_cpu::ew::cast_compute);
-
-OPFORGE_OP(CastLike)
-    .since(19)
-    .input("input", OPFORGE_ALL_WITH_NARROW_DTYPES)
-    .input("target_type", OPFORGE_ALL_WITH_NARROW_DTYPES)
-    .output("output")
-    .attr("saturate", int64_t(1), "float8 only: clamp to the finite range")
-    .infer(opforge_cpu::ew::castlike_infer)
-    .compute(opforge_cpu::ew::cast_compute);
-
-OPFORGE_OP(CastLike)
-    .since(24)
-    .input("input", OPFORGE_ALL_WITH_NARROW_DTYPES)
-    .input("target_type", OPFORGE_ALL_WITH_NARROW_DTYPES)
-    .output("output")
-    .attr("saturate", int64_t(1), "float8 only: clamp to the finite range")
-    .attr("round_mode", "up", "float8e8m0 only: up, down or nearest")
+    .attr("saturate", int64_t(1), "float8 only: clamp to the finite range").attr_versions(19)
+    .attr("round_mode", "up", "float8e8m0 only: up, down or nearest").attr_versions(24)
     .infer(opforge_cpu::ew::castlike_infer)
     .compute(opforge_cpu::ew::cast_compute);
 

@@ -194,22 +194,29 @@ using opforge_cpu::ew::compare_compute;
 using opforge_cpu::ew::logic_compute;
 
 #define EW_EQUAL7_DTYPES {opforge::i32, opforge::i64, opforge::boolean}
-#define EW_EQUAL11_DTYPES                                                                       \
-  {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::i8, opforge::i16,          \
-   opforge::u8, opforge::u16, opforge::u32, opforge::u64, opforge::boolean, opforge::f16,      \
-   opforge::bf16}
-
 /// Registers NAME(A, B) -> C over DTYPES, with a bool C.
 #define EW_BOOL_OP(NAME, SINCE, DTYPES, COMPUTE)                                               \
   OPFORGE_OP(NAME).since(SINCE).input("A", DTYPES).input("B", DTYPES)                          \
       .output("C", {opforge::boolean}).infer(opforge_cpu::ew::infer_broadcast_bool).compute(COMPUTE)
 
-EW_BOOL_OP(Equal, 7, EW_EQUAL7_DTYPES, opforge_cpu::ew::equal_compute);
-EW_BOOL_OP(Equal, 11, EW_EQUAL11_DTYPES, opforge_cpu::ew::equal_compute);
-EW_BOOL_OP(Less, 7, OPFORGE_EW_FLOAT_DTYPES, compare_compute<opforge_cpu::ew::LessFn>);
-EW_BOOL_OP(Less, 9, OPFORGE_EW_ALLNUM_HALF_DTYPES, compare_compute<opforge_cpu::ew::LessFn>);
-EW_BOOL_OP(Greater, 7, OPFORGE_EW_FLOAT_DTYPES, (compare_compute<opforge_cpu::ew::LessFn, true>));
-EW_BOOL_OP(Greater, 9, OPFORGE_EW_ALLNUM_HALF_DTYPES, (compare_compute<opforge_cpu::ew::LessFn, true>));
+/// Registers NAME(A, B) -> bool C over DTYPES, which grew by ADDED at opset WHEN.
+#define EW_BOOL_OP_GROWN(NAME, SINCE, DTYPES, WHEN, ADDED, COMPUTE)                              \
+  OPFORGE_OP(NAME).since(SINCE).input("A", DTYPES).dtypes_since(WHEN, ADDED)                     \
+      .input("B", DTYPES).dtypes_since(WHEN, ADDED).output("C", {opforge::boolean})              \
+      .infer(opforge_cpu::ew::infer_broadcast_bool).compute(COMPUTE)
+
+/// What opset 11 added to Equal, and opset 9 to Less and Greater.
+#define EW_EQUAL11_ADDED                                                                        \
+  {opforge::f32, opforge::f64, opforge::i8, opforge::i16, opforge::u8, opforge::u16, opforge::u32, \
+   opforge::u64, opforge::f16, opforge::bf16}
+#define EW_COMPARE9_ADDED                                                                       \
+  {opforge::i32, opforge::i64, opforge::i8, opforge::i16, opforge::u8, opforge::u16, opforge::u32, \
+   opforge::u64, opforge::f16, opforge::bf16}
+
+EW_BOOL_OP_GROWN(Equal, 7, EW_EQUAL7_DTYPES, 11, EW_EQUAL11_ADDED, opforge_cpu::ew::equal_compute);
+EW_BOOL_OP_GROWN(Less, 7, OPFORGE_EW_FLOAT_DTYPES, 9, EW_COMPARE9_ADDED, compare_compute<opforge_cpu::ew::LessFn>);
+EW_BOOL_OP_GROWN(Greater, 7, OPFORGE_EW_FLOAT_DTYPES, 9, EW_COMPARE9_ADDED,
+                 (compare_compute<opforge_cpu::ew::LessFn, true>));
 EW_BOOL_OP(LessOrEqual, 12, OPFORGE_EW_ALLNUM_HALF_DTYPES, compare_compute<opforge_cpu::ew::LessEqualFn>);
 EW_BOOL_OP(GreaterOrEqual, 12, OPFORGE_EW_ALLNUM_HALF_DTYPES,
            (compare_compute<opforge_cpu::ew::LessEqualFn, true>));
@@ -239,19 +246,13 @@ OPFORGE_OP(Where)
   {opforge::u8, opforge::u16, opforge::u32, opforge::u64, opforge::i8, opforge::i16,          \
    opforge::i32, opforge::i64}
 
+#define EW_SIGNED_INTEGER_DTYPES {opforge::i8, opforge::i16, opforge::i32, opforge::i64}
+
+// Opset 28 added the signed integers.
 OPFORGE_OP(BitShift)
     .since(11)
-    .input("X", EW_UNSIGNED_DTYPES)
-    .input("Y", EW_UNSIGNED_DTYPES)
-    .output("Z")
-    .required_attr("direction", opforge::AttrType::String, "LEFT or RIGHT")
-    .infer(opforge_cpu::ew::bitshift_infer)
-    .compute(opforge_cpu::ew::bitshift_compute);
-
-OPFORGE_OP(BitShift)
-    .since(28)
-    .input("X", EW_INTEGER_DTYPES)
-    .input("Y", EW_INTEGER_DTYPES)
+    .input("X", EW_UNSIGNED_DTYPES).dtypes_since(28, EW_SIGNED_INTEGER_DTYPES)
+    .input("Y", EW_UNSIGNED_DTYPES).dtypes_since(28, EW_SIGNED_INTEGER_DTYPES)
     .output("Z")
     .required_attr("direction", opforge::AttrType::String, "LEFT or RIGHT")
     .infer(opforge_cpu::ew::bitshift_infer)

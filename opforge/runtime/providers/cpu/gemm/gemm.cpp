@@ -111,39 +111,9 @@ void gemm_compute(KernelContext& ctx) {
 
 }  // namespace
 
-// Gemm-1 and -6 carry a `broadcast` flag; C broadcasts in one direction either way here.
+// Opset 7 dropped broadcast (C always broadcasts); 11 made C optional.
 OPFORGE_OP(Gemm)
     .since(1)
-    .doc("Y = alpha * op(A) * op(B) + beta * C, C broadcast to (M, N).")
-    .input("A", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
-    .input("B", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
-    .input("C", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
-    .output("Y")
-    .attr("alpha", 1.0f)
-    .attr("beta", 1.0f)
-    .attr("broadcast", int64_t(0))
-    .attr("transA", int64_t(0))
-    .attr("transB", int64_t(0))
-    .infer(gemm_infer)
-    .compute(gemm_compute);
-
-OPFORGE_OP(Gemm)
-    .since(7)
-    .doc("Y = alpha * op(A) * op(B) + beta * C, C broadcast to (M, N).")
-    .input("A", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
-    .input("B", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
-    .input("C", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
-    .output("Y")
-    .attr("alpha", 1.0f)
-    .attr("beta", 1.0f)
-    .attr("transA", int64_t(0))
-    .attr("transB", int64_t(0))
-    .infer(gemm_infer)
-    .compute(gemm_compute);
-
-// From Gemm-11 the bias C is optional.
-OPFORGE_OP(Gemm)
-    .since(11)
     .doc("Y = alpha * op(A) * op(B) + beta * C, C optional and broadcast to (M, N).")
     .input("A", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
     .input("B", {opforge::f32, opforge::f64, opforge::f16, opforge::bf16})
@@ -151,6 +121,7 @@ OPFORGE_OP(Gemm)
     .output("Y")
     .attr("alpha", 1.0f)
     .attr("beta", 1.0f)
+    .attr("broadcast", int64_t(0)).attr_versions(1, 6)
     .attr("transA", int64_t(0))
     .attr("transB", int64_t(0))
     .infer(gemm_infer)

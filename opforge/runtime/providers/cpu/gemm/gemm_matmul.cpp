@@ -160,24 +160,14 @@ void matmul_compute(KernelContext& ctx) {
 }
 
 }  // namespace
-
+// Opset 9 adds the integers and bfloat16.
 OPFORGE_OP(MatMul)
     .since(1)
     .doc("Matrix product with numpy semantics (1-D promotion, broadcast batch dims).")
     .input("A", {opforge::f32, opforge::f64, opforge::f16})
+    .dtypes_since(9, {opforge::i32, opforge::i64, opforge::u32, opforge::u64, opforge::bf16})
     .input("B", {opforge::f32, opforge::f64, opforge::f16})
-    .output("Y")
-    .infer(matmul_infer)
-    .compute(matmul_compute);
-
-// From MatMul-9 the integer types are allowed too.
-OPFORGE_OP(MatMul)
-    .since(9)
-    .doc("Matrix product with numpy semantics (1-D promotion, broadcast batch dims).")
-    .input("A", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::u32, opforge::u64,
-                 opforge::f16, opforge::bf16})
-    .input("B", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::u32, opforge::u64,
-                 opforge::f16, opforge::bf16})
+    .dtypes_since(9, {opforge::i32, opforge::i64, opforge::u32, opforge::u64, opforge::bf16})
     .output("Y")
     .infer(matmul_infer)
     .compute(matmul_compute);

@@ -121,15 +121,15 @@ using opforge::AttrType;
       .optional_attr("nodes_nodeids", AttrType::Ints)                   \
       .optional_attr("nodes_featureids", AttrType::Ints)                \
       .optional_attr("nodes_values", AttrType::Floats)                  \
-      .optional_attr("nodes_values_as_tensor", AttrType::Tensor)        \
+      .optional_attr("nodes_values_as_tensor", AttrType::Tensor).attr_versions(3)        \
       .optional_attr("nodes_hitrates", AttrType::Floats)                \
-      .optional_attr("nodes_hitrates_as_tensor", AttrType::Tensor)      \
+      .optional_attr("nodes_hitrates_as_tensor", AttrType::Tensor).attr_versions(3)      \
       .optional_attr("nodes_modes", AttrType::Strings)                  \
       .optional_attr("nodes_truenodeids", AttrType::Ints)               \
       .optional_attr("nodes_falsenodeids", AttrType::Ints)              \
       .optional_attr("nodes_missing_value_tracks_true", AttrType::Ints) \
       .optional_attr("base_values", AttrType::Floats)                   \
-      .optional_attr("base_values_as_tensor", AttrType::Tensor)         \
+      .optional_attr("base_values_as_tensor", AttrType::Tensor).attr_versions(3)         \
       .attr("post_transform", "NONE")
 
 #define OPFORGE_TREE_REGRESSOR(SINCE)                                                      \
@@ -144,7 +144,7 @@ using opforge::AttrType;
       .optional_attr("target_nodeids", AttrType::Ints)                                     \
       .optional_attr("target_ids", AttrType::Ints)                                         \
       .optional_attr("target_weights", AttrType::Floats)                                   \
-      .optional_attr("target_weights_as_tensor", AttrType::Tensor)                         \
+      .optional_attr("target_weights_as_tensor", AttrType::Tensor).attr_versions(3)                         \
       .infer(regressor_infer)                                                              \
       .compute(regressor_compute)
 
@@ -160,11 +160,9 @@ using opforge::AttrType;
       .optional_attr("class_nodeids", AttrType::Ints)                                      \
       .optional_attr("class_ids", AttrType::Ints)                                          \
       .optional_attr("class_weights", AttrType::Floats)                                    \
-      .optional_attr("class_weights_as_tensor", AttrType::Tensor)                          \
+      .optional_attr("class_weights_as_tensor", AttrType::Tensor).attr_versions(3)                          \
       .infer(classifier_infer)                                                             \
       .compute(classifier_compute)
 
 OPFORGE_TREE_REGRESSOR(1);
-OPFORGE_TREE_REGRESSOR(3);
 OPFORGE_TREE_CLASSIFIER(1);
-OPFORGE_TREE_CLASSIFIER(3);

@@ -232,72 +232,29 @@ void lp_norm(KernelContext& ctx) {
 }  // namespace
 
 using opforge::AttrType;
-
+// One definition for every opset: opset 6 dropped consumed_inputs, 7 dropped is_test, 9 dropped
+// spatial, 14 added training_mode (and names the statistics input_mean / input_var, and returns
+// at most three outputs); 15 only widened the parameter types, which this kernel reads as any
+// float type.
 OPFORGE_OP(BatchNormalization)
     .since(1)
     .input("X", {opforge::f32, opforge::f64}).input("scale").input("B").input("mean").input("var")
     .output("Y").optional_output("mean").optional_output("var")
     .optional_output("saved_mean").optional_output("saved_var")
-    .required_attr("consumed_inputs", AttrType::Ints)
-    .attr("epsilon", 1e-5f).attr("is_test", int64_t(0)).attr("momentum", 0.9f).attr("spatial", int64_t(1))
-    .inplace(0, 0)
-    .infer(infer_batch_norm)
-    .compute(batch_norm);
-
-OPFORGE_OP(BatchNormalization)
-    .since(6)
-    .input("X", {opforge::f32, opforge::f64}).input("scale").input("B").input("mean").input("var")
-    .output("Y").optional_output("mean").optional_output("var")
-    .optional_output("saved_mean").optional_output("saved_var")
-    .attr("epsilon", 1e-5f).attr("is_test", int64_t(0)).attr("momentum", 0.9f).attr("spatial", int64_t(1))
-    .inplace(0, 0)
-    .infer(infer_batch_norm)
-    .compute(batch_norm);
-
-OPFORGE_OP(BatchNormalization)
-    .since(7)
-    .input("X", {opforge::f32, opforge::f64}).input("scale").input("B").input("mean").input("var")
-    .output("Y").optional_output("mean").optional_output("var")
-    .optional_output("saved_mean").optional_output("saved_var")
-    .attr("epsilon", 1e-5f).attr("momentum", 0.9f).attr("spatial", int64_t(1))
-    .inplace(0, 0)
-    .infer(infer_batch_norm)
-    .compute(batch_norm);
-
-OPFORGE_OP(BatchNormalization)
-    .since(9)
-    .input("X", {opforge::f32, opforge::f64}).input("scale").input("B").input("mean").input("var")
-    .output("Y").optional_output("mean").optional_output("var")
-    .optional_output("saved_mean").optional_output("saved_var")
-    .attr("epsilon", 1e-5f).attr("momentum", 0.9f)
-    .inplace(0, 0)
-    .infer(infer_batch_norm)
-    .compute(batch_norm);
-
-// Opset 15 changed only the allowed parameter types, which this kernel reads as any float type.
-OPFORGE_OP(BatchNormalization)
-    .since(14)
-    .input("X", {opforge::f32, opforge::f64}).input("scale").input("B").input("input_mean").input("input_var")
-    .output("Y").optional_output("running_mean").optional_output("running_var")
-    .attr("epsilon", 1e-5f).attr("momentum", 0.9f).attr("training_mode", int64_t(0))
-    .inplace(0, 0)
-    .infer(infer_batch_norm)
-    .compute(batch_norm);
-
-OPFORGE_OP(InstanceNormalization)
-    .since(1)
-    .input("input", {opforge::f32, opforge::f64}).input("scale").input("B")
-    .output("output")
-    .optional_attr("consumed_inputs", AttrType::Ints)
+    .required_attr("consumed_inputs", AttrType::Ints).attr_versions(1, 5)
     .attr("epsilon", 1e-5f)
+    .attr("is_test", int64_t(0)).attr_versions(1, 6)
+    .attr("momentum", 0.9f)
+    .attr("spatial", int64_t(1)).attr_versions(1, 8)
+    .attr("training_mode", int64_t(0)).attr_versions(14)
     .inplace(0, 0)
-    .infer(opforge::same_as_input0)
-    .compute(instance_norm);
-
+    .infer(infer_batch_norm)
+    .compute(batch_norm);
 OPFORGE_OP(InstanceNormalization)
-    .since(6)
+    .since(1)
     .input("input", {opforge::f32, opforge::f64}).input("scale").input("B")
     .output("output")
+    .optional_attr("consumed_inputs", AttrType::Ints).attr_versions(1, 5)
     .attr("epsilon", 1e-5f)
     .inplace(0, 0)
     .infer(opforge::same_as_input0)

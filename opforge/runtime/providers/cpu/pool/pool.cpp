@@ -114,7 +114,6 @@ void maxpool_compute(KernelContext& ctx) {
 }
 
 }  // namespace
-
 OPFORGE_OP(MaxPool)
     .since(1)
     .doc("Max over each window.")
@@ -127,48 +126,17 @@ OPFORGE_OP(MaxPool)
     .infer(opforge_nn::pool_infer)
     .compute(maxpool_compute);
 
-// MaxPool-8 adds the Indices output and storage_order.
+// Opset 8 adds the Indices output (a new signature) and storage_order; 10 adds ceil_mode and
+// dilations, 12 int8 and uint8.
 OPFORGE_OP(MaxPool)
     .since(8)
     .doc("Max over each window, and optionally where it was (flat indices into X).")
-    .input("X", {opforge::f32, opforge::f64})
+    .input("X", {opforge::f32, opforge::f64}).dtypes_since(12, {opforge::i8, opforge::u8})
     .output("Y")
     .optional_output("Indices", {opforge::i64})
     .attr("auto_pad", "NOTSET")
-    .required_attr("kernel_shape", opforge::AttrType::Ints)
-    .optional_attr("pads", opforge::AttrType::Ints)
-    .attr("storage_order", int64_t(0))
-    .optional_attr("strides", opforge::AttrType::Ints)
-    .infer(opforge_nn::pool_infer)
-    .compute(maxpool_compute);
-
-// MaxPool-10 adds ceil_mode and dilations.
-OPFORGE_OP(MaxPool)
-    .since(10)
-    .doc("Max over each window, and optionally where it was (flat indices into X).")
-    .input("X", {opforge::f32, opforge::f64})
-    .output("Y")
-    .optional_output("Indices", {opforge::i64})
-    .attr("auto_pad", "NOTSET")
-    .attr("ceil_mode", int64_t(0))
-    .optional_attr("dilations", opforge::AttrType::Ints)
-    .required_attr("kernel_shape", opforge::AttrType::Ints)
-    .optional_attr("pads", opforge::AttrType::Ints)
-    .attr("storage_order", int64_t(0))
-    .optional_attr("strides", opforge::AttrType::Ints)
-    .infer(opforge_nn::pool_infer)
-    .compute(maxpool_compute);
-
-// MaxPool-12 adds int8 and uint8.
-OPFORGE_OP(MaxPool)
-    .since(12)
-    .doc("Max over each window, and optionally where it was (flat indices into X).")
-    .input("X", {opforge::f32, opforge::f64, opforge::i8, opforge::u8})
-    .output("Y")
-    .optional_output("Indices", {opforge::i64})
-    .attr("auto_pad", "NOTSET")
-    .attr("ceil_mode", int64_t(0))
-    .optional_attr("dilations", opforge::AttrType::Ints)
+    .attr("ceil_mode", int64_t(0)).attr_versions(10)
+    .optional_attr("dilations", opforge::AttrType::Ints).attr_versions(10)
     .required_attr("kernel_shape", opforge::AttrType::Ints)
     .optional_attr("pads", opforge::AttrType::Ints)
     .attr("storage_order", int64_t(0))

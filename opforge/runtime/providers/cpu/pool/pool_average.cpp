@@ -100,86 +100,30 @@ void lppool_compute(KernelContext& ctx) {
 }
 
 }  // namespace
-
+// Opset 7 adds count_include_pad, 10 ceil_mode, 19 dilations.
 OPFORGE_OP(AveragePool)
     .since(1)
-    .doc("Mean over each window, padding excluded.")
-    .input("X", {opforge::f32, opforge::f64})
-    .output("Y")
-    .attr("auto_pad", "NOTSET")
-    .required_attr("kernel_shape", opforge::AttrType::Ints)
-    .optional_attr("pads", opforge::AttrType::Ints)
-    .optional_attr("strides", opforge::AttrType::Ints)
-    .infer(opforge_nn::pool_infer)
-    .compute(avgpool_compute);
-
-// AveragePool-7 adds count_include_pad.
-OPFORGE_OP(AveragePool)
-    .since(7)
     .doc("Mean over each window; count_include_pad counts padded positions too.")
     .input("X", {opforge::f32, opforge::f64})
     .output("Y")
     .attr("auto_pad", "NOTSET")
-    .attr("count_include_pad", int64_t(0))
+    .attr("ceil_mode", int64_t(0)).attr_versions(10)
+    .attr("count_include_pad", int64_t(0)).attr_versions(7)
+    .optional_attr("dilations", opforge::AttrType::Ints).attr_versions(19)
     .required_attr("kernel_shape", opforge::AttrType::Ints)
     .optional_attr("pads", opforge::AttrType::Ints)
     .optional_attr("strides", opforge::AttrType::Ints)
     .infer(opforge_nn::pool_infer)
     .compute(avgpool_compute);
-
-// AveragePool-10 adds ceil_mode.
-OPFORGE_OP(AveragePool)
-    .since(10)
-    .doc("Mean over each window; count_include_pad counts padded positions too.")
-    .input("X", {opforge::f32, opforge::f64})
-    .output("Y")
-    .attr("auto_pad", "NOTSET")
-    .attr("ceil_mode", int64_t(0))
-    .attr("count_include_pad", int64_t(0))
-    .required_attr("kernel_shape", opforge::AttrType::Ints)
-    .optional_attr("pads", opforge::AttrType::Ints)
-    .optional_attr("strides", opforge::AttrType::Ints)
-    .infer(opforge_nn::pool_infer)
-    .compute(avgpool_compute);
-
-// AveragePool-19 adds dilations.
-OPFORGE_OP(AveragePool)
-    .since(19)
-    .doc("Mean over each window; count_include_pad counts padded positions too.")
-    .input("X", {opforge::f32, opforge::f64})
-    .output("Y")
-    .attr("auto_pad", "NOTSET")
-    .attr("ceil_mode", int64_t(0))
-    .attr("count_include_pad", int64_t(0))
-    .optional_attr("dilations", opforge::AttrType::Ints)
-    .required_attr("kernel_shape", opforge::AttrType::Ints)
-    .optional_attr("pads", opforge::AttrType::Ints)
-    .optional_attr("strides", opforge::AttrType::Ints)
-    .infer(opforge_nn::pool_infer)
-    .compute(avgpool_compute);
-
+// Opset 18 adds ceil_mode and dilations.
 OPFORGE_OP(LpPool)
     .since(2)
     .doc("p-norm over each window (padding counts as zeros).")
     .input("X", {opforge::f32, opforge::f64})
     .output("Y")
     .attr("auto_pad", "NOTSET")
-    .required_attr("kernel_shape", opforge::AttrType::Ints)
-    .attr("p", int64_t(2))
-    .optional_attr("pads", opforge::AttrType::Ints)
-    .optional_attr("strides", opforge::AttrType::Ints)
-    .infer(opforge_nn::pool_infer)
-    .compute(lppool_compute);
-
-// LpPool-18 adds ceil_mode and dilations.
-OPFORGE_OP(LpPool)
-    .since(18)
-    .doc("p-norm over each window (padding counts as zeros).")
-    .input("X", {opforge::f32, opforge::f64})
-    .output("Y")
-    .attr("auto_pad", "NOTSET")
-    .attr("ceil_mode", int64_t(0))
-    .optional_attr("dilations", opforge::AttrType::Ints)
+    .attr("ceil_mode", int64_t(0)).attr_versions(18)
+    .optional_attr("dilations", opforge::AttrType::Ints).attr_versions(18)
     .required_attr("kernel_shape", opforge::AttrType::Ints)
     .attr("p", int64_t(2))
     .optional_attr("pads", opforge::AttrType::Ints)

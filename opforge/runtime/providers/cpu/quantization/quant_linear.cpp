@@ -114,6 +114,11 @@ template <bool kAxis, bool kBlock> void quantize_infer(InferContext& ctx) {
   OPFORGE_CHECK(dispatch_qint(out, [](auto) {}) || dispatch_narrow(out, [](auto) {}), "cannot quantize to ",
                 opforge::dtype_name(out), ": supported are uint8, int8, uint16, int16, the float8 types, "
                 "float4e2m1 and the 4- and 2-bit integers");
+  // Precision (opset 23): the division runs in float, which is exact enough for float and for
+  // y_scale's own type (the default); a narrower one would round differently, so it is refused.
+  const int64_t precision = kBlock ? ctx.attr<int64_t>("precision") : 0;
+  OPFORGE_CHECK(precision == 0 || precision == OPF_FLOAT32 || precision == scale.dtype(), "attribute 'precision' ",
+                precision, " is not supported: use 0 (y_scale's dtype) or 1 (float)");
   OPFORGE_CHECK(x.dtype() == OPF_INT32 || scale.dtype() == x.dtype(), "y_scale's dtype ",
                 opforge::dtype_name(scale.dtype()), " differs from x's ", opforge::dtype_name(x.dtype()));
   ctx.set_output(0, out, x.sizes());
@@ -232,46 +237,24 @@ void dynamic_quantize_compute(KernelContext& ctx) {
 }  // namespace
 
 #define Q_X_DTYPES {opforge::f32, opforge::f16, opforge::bf16, opforge::i32}
-#define DQ_X_DTYPES {opforge::u8, opforge::i8, opforge::u16, opforge::i16, opforge::i32}
-/// Opset 19 adds the float8 types; 21 the 4-bit integers, 23 float4e2m1, 25 the 2-bit ones.
-#define Q_F8_DTYPES {opforge::u8, opforge::i8, opforge::f8e4m3fn, opforge::f8e4m3fnuz, opforge::f8e5m2, \
-                     opforge::f8e5m2fnuz}
-#define Q_NARROW_DTYPES                                                                            \
+#define Q_F8_DTYPES {opforge::f8e4m3fn, opforge::f8e4m3fnuz, opforge::f8e5m2, opforge::f8e5m2fnuz}
+/// The quantized types of opset 21: opset 23 adds float4e2m1, 25 the 2-bit integers.
+#define Q_NARROW21_DTYPES                                                                          \
   {opforge::u8, opforge::i8, opforge::u16, opforge::i16, opforge::f8e4m3fn, opforge::f8e4m3fnuz,  \
-   opforge::f8e5m2, opforge::f8e5m2fnuz, opforge::u4, opforge::i4, opforge::f4e2m1, opforge::u2,  \
-   opforge::i2}
-#define DQ_NARROW_DTYPES                                                                           \
+   opforge::f8e5m2, opforge::f8e5m2fnuz, opforge::u4, opforge::i4}
+#define DQ_NARROW21_DTYPES                                                                         \
   {opforge::u8, opforge::i8, opforge::u16, opforge::i16, opforge::i32, opforge::f8e4m3fn,         \
-   opforge::f8e4m3fnuz, opforge::f8e5m2, opforge::f8e5m2fnuz, opforge::u4, opforge::i4,           \
-   opforge::f4e2m1, opforge::u2, opforge::i2}
-
+   opforge::f8e4m3fnuz, opforge::f8e5m2, opforge::f8e5m2fnuz, opforge::u4, opforge::i4}
+// Opsets 10-19 are per-tensor (10), per-axis (13), then float8 with saturate (19); opset 21
+// adds blocks and output_dtype, 23 precision.
 OPFORGE_OP(QuantizeLinear)
     .since(10)
-    .input("x", {opforge::f32, opforge::i32})
-    .input("y_scale", {opforge::f32})
-    .optional_input("y_zero_point", {opforge::u8, opforge::i8})
+    .input("x", {opforge::f32, opforge::i32}).dtypes_since(19, {opforge::f16, opforge::bf16})
+    .input("y_scale", {opforge::f32}).dtypes_since(19, {opforge::f16, opforge::bf16, opforge::i32})
+    .optional_input("y_zero_point", {opforge::u8, opforge::i8}).dtypes_since(19, Q_F8_DTYPES)
     .output("y")
-    .infer(quantize_infer<false, false>)
-    .compute(quantize_compute<false, false>);
-
-OPFORGE_OP(QuantizeLinear)
-    .since(13)
-    .input("x", {opforge::f32, opforge::i32})
-    .input("y_scale", {opforge::f32})
-    .optional_input("y_zero_point", {opforge::u8, opforge::i8})
-    .output("y")
-    .attr("axis", int64_t(1))
-    .infer(quantize_infer<true, false>)
-    .compute(quantize_compute<true, false>);
-
-OPFORGE_OP(QuantizeLinear)
-    .since(19)
-    .input("x", Q_X_DTYPES)
-    .input("y_scale", Q_X_DTYPES)
-    .optional_input("y_zero_point", Q_F8_DTYPES)
-    .output("y")
-    .attr("axis", int64_t(1))
-    .attr("saturate", int64_t(1), "float8 outputs only")
+    .attr("axis", int64_t(1)).attr_versions(13)
+    .attr("saturate", int64_t(1), "float8 outputs only").attr_versions(19)
     .infer(quantize_infer<true, false>)
     .compute(quantize_compute<true, false>);
 
@@ -279,55 +262,43 @@ OPFORGE_OP(QuantizeLinear)
     .since(21)
     .input("x", Q_X_DTYPES)
     .input("y_scale", Q_X_DTYPES)
-    .optional_input("y_zero_point", Q_NARROW_DTYPES)
+    .optional_input("y_zero_point", Q_NARROW21_DTYPES)
+    .dtypes_since(23, {opforge::f4e2m1})
+    .dtypes_since(25, {opforge::u2, opforge::i2})
     .output("y")
     .attr("axis", int64_t(1))
     .attr("block_size", int64_t(0))
     .attr("output_dtype", int64_t(0))
     .attr("saturate", int64_t(1), "float8 outputs only")
+    .attr("precision", int64_t(0), "the division's dtype: float, or y_scale's (0: y_scale's)")
+    .attr_versions(23)
     .infer(quantize_infer<true, true>)
     .compute(quantize_compute<true, true>);
-
+// Opsets 10-19 are per-tensor (10), per-axis (13), then float8 (19); opset 21 adds blocks and
+// the narrow integers, 23 output_dtype and float4e2m1, 25 the 2-bit integers.
 OPFORGE_OP(DequantizeLinear)
     .since(10)
-    .input("x", {opforge::u8, opforge::i8, opforge::i32})
-    .input("x_scale", {opforge::f32})
-    .optional_input("x_zero_point", {opforge::u8, opforge::i8, opforge::i32})
+    .input("x", {opforge::u8, opforge::i8, opforge::i32}).dtypes_since(19, Q_F8_DTYPES)
+    .input("x_scale", {opforge::f32}).dtypes_since(19, {opforge::f16, opforge::bf16})
+    .optional_input("x_zero_point", {opforge::u8, opforge::i8, opforge::i32}).dtypes_since(19, Q_F8_DTYPES)
     .output("y")
-    .infer(dequantize_infer<false, false>)
-    .compute(dequantize_compute<false, false>);
-
-OPFORGE_OP(DequantizeLinear)
-    .since(13)
-    .input("x", {opforge::u8, opforge::i8, opforge::i32})
-    .input("x_scale", {opforge::f32})
-    .optional_input("x_zero_point", {opforge::u8, opforge::i8, opforge::i32})
-    .output("y")
-    .attr("axis", int64_t(1))
-    .infer(dequantize_infer<true, false>)
-    .compute(dequantize_compute<true, false>);
-
-OPFORGE_OP(DequantizeLinear)
-    .since(19)
-    .input("x", {opforge::u8, opforge::i8, opforge::i32, opforge::f8e4m3fn, opforge::f8e4m3fnuz,
-                 opforge::f8e5m2, opforge::f8e5m2fnuz})
-    .input("x_scale", OPFORGE_QSCALE_DTYPES)
-    .optional_input("x_zero_point", {opforge::u8, opforge::i8, opforge::i32, opforge::f8e4m3fn,
-                                     opforge::f8e4m3fnuz, opforge::f8e5m2, opforge::f8e5m2fnuz})
-    .output("y")
-    .attr("axis", int64_t(1))
+    .attr("axis", int64_t(1)).attr_versions(13)
     .infer(dequantize_infer<true, false>)
     .compute(dequantize_compute<true, false>);
 
 OPFORGE_OP(DequantizeLinear)
     .since(21)
-    .input("x", DQ_NARROW_DTYPES)
+    .input("x", DQ_NARROW21_DTYPES)
+    .dtypes_since(23, {opforge::f4e2m1})
+    .dtypes_since(25, {opforge::u2, opforge::i2})
     .input("x_scale", OPFORGE_QSCALE_DTYPES)
-    .optional_input("x_zero_point", DQ_NARROW_DTYPES)
+    .optional_input("x_zero_point", DQ_NARROW21_DTYPES)
+    .dtypes_since(23, {opforge::f4e2m1})
+    .dtypes_since(25, {opforge::u2, opforge::i2})
     .output("y")
     .attr("axis", int64_t(1))
     .attr("block_size", int64_t(0))
-    .attr("output_dtype", int64_t(0))
+    .attr("output_dtype", int64_t(0)).attr_versions(23)
     .infer(dequantize_infer<true, true>)
     .compute(dequantize_compute<true, true>);
 

@@ -82,20 +82,18 @@ OPFORGE_OP(MatMulInteger)
     .infer(matmul_integer_infer)
     .compute(matmul_integer_compute);
 
-#define QLINEAR_MATMUL(VERSION, SCALES)                                 \
-  OPFORGE_OP(QLinearMatMul)                                             \
-      .since(VERSION)                                                   \
-      .input("a", OPFORGE_Q8_DTYPES)                                    \
-      .input("a_scale", SCALES)                                         \
-      .input("a_zero_point", OPFORGE_Q8_DTYPES)                         \
-      .input("b", OPFORGE_Q8_DTYPES)                                    \
-      .input("b_scale", SCALES)                                         \
-      .input("b_zero_point", OPFORGE_Q8_DTYPES)                         \
-      .input("y_scale", SCALES)                                         \
-      .input("y_zero_point", OPFORGE_Q8_DTYPES)                         \
-      .output("y", OPFORGE_Q8_DTYPES)                                   \
-      .infer(qlinear_matmul_infer)                                      \
-      .compute(qlinear_matmul_compute)
-
-QLINEAR_MATMUL(10, {opforge::f32});
-QLINEAR_MATMUL(21, OPFORGE_QSCALE_DTYPES);
+// Opset 21 adds float16 and bfloat16 scales.
+#define QLINEAR_SCALE21_ADDED {opforge::f16, opforge::bf16}
+OPFORGE_OP(QLinearMatMul)
+    .since(10)
+    .input("a", OPFORGE_Q8_DTYPES)
+    .input("a_scale", {opforge::f32}).dtypes_since(21, QLINEAR_SCALE21_ADDED)
+    .input("a_zero_point", OPFORGE_Q8_DTYPES)
+    .input("b", OPFORGE_Q8_DTYPES)
+    .input("b_scale", {opforge::f32}).dtypes_since(21, QLINEAR_SCALE21_ADDED)
+    .input("b_zero_point", OPFORGE_Q8_DTYPES)
+    .input("y_scale", {opforge::f32}).dtypes_since(21, QLINEAR_SCALE21_ADDED)
+    .input("y_zero_point", OPFORGE_Q8_DTYPES)
+    .output("y", OPFORGE_Q8_DTYPES)
+    .infer(qlinear_matmul_infer)
+    .compute(qlinear_matmul_compute);

@@ -161,7 +161,7 @@ template <class Op> void compute_cumulative(KernelContext& ctx) {
 
 #define ARG_DTYPES {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::i8, opforge::u8}
 
-// Opsets 1 and 11 (11 allows negative axes, which both accept) and 12 (select_last_index).
+// Opset 11 allows negative axes (both read them); opset 12 adds select_last_index.
 #define ARG_OP(NAME, IS_MAX)                                                                   \
   OPFORGE_OP(NAME)                                                                             \
       .since(1)                                                                                \
@@ -169,15 +169,7 @@ template <class Op> void compute_cumulative(KernelContext& ctx) {
       .output("reduced", {opforge::i64})                                                       \
       .attr("axis", int64_t(0))                                                                \
       .attr("keepdims", int64_t(1))                                                            \
-      .infer(infer_arg)                                                                        \
-      .compute(compute_arg<IS_MAX>);                                                           \
-  OPFORGE_OP(NAME)                                                                             \
-      .since(12)                                                                               \
-      .input("data", ARG_DTYPES)                                                               \
-      .output("reduced", {opforge::i64})                                                       \
-      .attr("axis", int64_t(0))                                                                \
-      .attr("keepdims", int64_t(1))                                                            \
-      .attr("select_last_index", int64_t(0))                                                   \
+      .attr("select_last_index", int64_t(0)).attr_versions(12)                                 \
       .infer(infer_arg)                                                                        \
       .compute(compute_arg<IS_MAX>)
 

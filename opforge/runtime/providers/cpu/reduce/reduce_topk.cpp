@@ -136,25 +136,17 @@ OPFORGE_OP(TopK)
     .infer(infer_topk)
     .compute(compute_topk);
 
+// Opset 11 adds the integer dtypes, largest and sorted.
 OPFORGE_OP(TopK)
     .since(10)
     .input("X", {opforge::f32, opforge::f64})
+    .dtypes_since(11, {opforge::i32, opforge::i64, opforge::i8, opforge::i16, opforge::u8,
+                       opforge::u16, opforge::u32, opforge::u64})
     .input("K", {opforge::i64})
     .output("Values")
     .output("Indices", {opforge::i64})
     .attr("axis", int64_t(-1))
-    .infer(infer_topk)
-    .compute(compute_topk);
-
-OPFORGE_OP(TopK)
-    .since(11)
-    .input("X", {opforge::f32, opforge::f64, opforge::i32, opforge::i64, opforge::i8, opforge::i16,
-                 opforge::u8, opforge::u16, opforge::u32, opforge::u64})
-    .input("K", {opforge::i64})
-    .output("Values")
-    .output("Indices", {opforge::i64})
-    .attr("axis", int64_t(-1))
-    .attr("largest", int64_t(1))
-    .attr("sorted", int64_t(1))
+    .attr("largest", int64_t(1)).attr_versions(11)
+    .attr("sorted", int64_t(1)).attr_versions(11)
     .infer(infer_topk)
     .compute(compute_topk);

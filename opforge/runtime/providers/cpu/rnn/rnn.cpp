@@ -201,18 +201,12 @@ template <Cell K> void compute(KernelContext& ctx) {
       .infer(infer<KIND>)                                                                      \
       .compute(compute<KIND>)
 
-RNN_COMMON(RNN, 7, Cell::Rnn);
-RNN_COMMON(RNN, 14, Cell::Rnn).attr("layout", int64_t(0));
-RNN_COMMON(GRU, 7, Cell::Gru).attr("linear_before_reset", int64_t(0));
-RNN_COMMON(GRU, 14, Cell::Gru).attr("linear_before_reset", int64_t(0)).attr("layout", int64_t(0));
+// Opset 14 adds layout (batch-major X and Y) to all three.
+RNN_COMMON(RNN, 7, Cell::Rnn).attr("layout", int64_t(0)).attr_versions(14);
+RNN_COMMON(GRU, 7, Cell::Gru).attr("linear_before_reset", int64_t(0)).attr("layout", int64_t(0)).attr_versions(14);
 RNN_COMMON(LSTM, 7, Cell::Lstm)
     .optional_input("initial_c", {opforge::f32, opforge::f64})
     .optional_input("P", {opforge::f32, opforge::f64})
     .optional_output("Y_c")
-    .attr("input_forget", int64_t(0));
-RNN_COMMON(LSTM, 14, Cell::Lstm)
-    .optional_input("initial_c", {opforge::f32, opforge::f64})
-    .optional_input("P", {opforge::f32, opforge::f64})
-    .optional_output("Y_c")
     .attr("input_forget", int64_t(0))
-    .attr("layout", int64_t(0));
+    .attr("layout", int64_t(0)).attr_versions(14);

@@ -121,7 +121,6 @@ template <bool kSoftmax> void compute(KernelContext& ctx) {
       .infer(infer)                                                              \
       .compute(compute<SOFTMAX>)
 
+// Opset 13 widened the types onnx lists; this kernel takes the same ones from 12 on.
 LOSS_OP(NegativeLogLikelihoodLoss, 12, false);
-LOSS_OP(NegativeLogLikelihoodLoss, 13, false);
 LOSS_OP(SoftmaxCrossEntropyLoss, 12, true, .optional_output("log_prob"));
-LOSS_OP(SoftmaxCrossEntropyLoss, 13, true, .optional_output("log_prob"));

@@ -312,34 +312,16 @@ using namespace opforge_cpu;
 #define DROPOUT_DTYPES {opforge::f32, opforge::f64, opforge::f16}
 #define RANDOM_DTYPES {opforge::f32, opforge::f64, opforge::f16, opforge::bf16}
 
+// Opsets 1-9 differ only in attributes: consumed_inputs until 5, is_test until 6.
 OPFORGE_OP(Dropout)
     .since(1)
     .input("data", DROPOUT_DTYPES)
     .output("output")
     .optional_output("mask")
     .optional_attr("consumed_inputs", opforge::AttrType::Ints, "legacy optimization hint")
+    .attr_versions(1, 5)
     .attr("is_test", int64_t(0), "ignored: these opsets have no training mode here")
-    .attr("ratio", 0.5f)
-    .inplace(0, 0)
-    .infer(dropout_infer<false>)
-    .compute(dropout_compute);
-
-OPFORGE_OP(Dropout)
-    .since(6)
-    .input("data", DROPOUT_DTYPES)
-    .output("output")
-    .optional_output("mask")
-    .attr("is_test", int64_t(0), "ignored: these opsets have no training mode here")
-    .attr("ratio", 0.5f)
-    .inplace(0, 0)
-    .infer(dropout_infer<false>)
-    .compute(dropout_compute);
-
-OPFORGE_OP(Dropout)
-    .since(7)
-    .input("data", DROPOUT_DTYPES)
-    .output("output")
-    .optional_output("mask")
+    .attr_versions(1, 6)
     .attr("ratio", 0.5f)
     .inplace(0, 0)
     .infer(dropout_infer<false>)
