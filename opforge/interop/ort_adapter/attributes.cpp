@@ -184,6 +184,9 @@ void NodeAttrs::read(const Runtime& rt, const OrtKernelInfo* info) {
   for (int32_t i = 0; i < def_->num_attrs; ++i) {
     const opf_attr_def& a = def_->attrs[i];
     opf_attr& out = attrs_[size_t(i)];
+    // onnxruntime does not tell a kernel its node's opset: an attribute of some versions only is
+    // not required, as in an eager call without a version.
+    const bool required = a.required && a.since_version <= 1 && a.until_version == 0;
     const int from = readable_from(a.type);
     if (from != 0 && rt.version >= from && read_kind(rt, info, a.name, a.type, out)) {
       out.type = a.type;
@@ -198,14 +201,14 @@ void NodeAttrs::read(const Runtime& rt, const OrtKernelInfo* info) {
     for (int32_t kind : kProbed)
       if (kind != a.type && read_kind(rt, info, a.name, kind, other))
         refuse(a, std::string("is a ") + kind_name(kind) + " in this node; the op declares a " + kind_name(a.type));
-    if (a.required && from == 0)
+    if (required && from == 0)
       refuse(a, std::string("is a required ") + kind_name(a.type) +
                     ", a kind onnxruntime does not hand to custom ops");
-    if (a.required && rt.version < from)
+    if (required && rt.version < from)
       refuse(a, std::string("is a required ") + kind_name(a.type) + ", which onnxruntime hands to custom ops " +
                     "from 1." + std::to_string(from) + " (C API " + std::to_string(from) + "); this is " +
                     rt.version_text);
-    if (a.required) refuse(a, std::string("is required (a ") + kind_name(a.type) + "); the node does not give it");
+    if (required) refuse(a, std::string("is required (a ") + kind_name(a.type) + "); the node does not give it");
   }
 }
 

@@ -40,31 +40,20 @@ bool same_op(const opf_op_def* a, const opf_op_def* b) {
   return std::strcmp(a->name, b->name) == 0 && std::strcmp(a->domain, b->domain) == 0;
 }
 
-/// The definitions onnxruntime is given: every opset range from API 17, else the newest range
-/// of each op (older runtimes register every custom op for all opsets). Throws RuntimeError
-/// when two ranges of one op differ in their input or output counts, which onnxruntime refuses.
-std::vector<const opf_op_def*> definitions(const Runtime& rt, const opf_library* lib) {
-  std::vector<const opf_op_def*> defs;
-  for (int32_t i = 0; i < lib->num_ops; ++i) defs.push_back(lib->ops[i]);
-  std::stable_sort(defs.begin(), defs.end(), [](const opf_op_def* a, const opf_op_def* b) {
-    int c = std::strcmp(a->domain, b->domain);
-    if (c == 0) c = std::strcmp(a->name, b->name);
-    return c != 0 ? c < 0 : a->since_version < b->since_version;
-  });
+/// The definitions onnxruntime is given: the newest of each op. onnxruntime makes one schema per
+/// custom op name, whose since-version is the first registration's, and picks the kernel by that
+/// since-version, never by the model's opset: of several ranges registered, only the first would
+/// ever run. With the newest one alone, registered from its since-version, a model of an older
+/// opset of the domain is refused by onnxruntime instead of running another version's code.
+std::vector<const opf_op_def*> definitions(const opf_library* lib) {
   std::vector<const opf_op_def*> kept;
-  for (const opf_op_def* d : defs) {
-    if (!kept.empty() && same_op(kept.back(), d)) {
-      const opf_op_def* prev = kept.back();
-      if (rt.version < kShapeInferenceApi) {
-        kept.back() = d;
-        continue;
-      }
-      if (prev->num_inputs != d->num_inputs || prev->num_outputs != d->num_outputs)
-        throw RuntimeError(std::string(d->name) + ": its definitions at " + prev->source + " and " + d->source +
-                           " declare different numbers of inputs or outputs, which onnxruntime cannot register "
-                           "under one op name");
-    }
-    kept.push_back(d);
+  for (int32_t i = 0; i < lib->num_ops; ++i) {
+    const opf_op_def* d = lib->ops[i];
+    auto same = std::find_if(kept.begin(), kept.end(), [d](const opf_op_def* k) { return same_op(k, d); });
+    if (same == kept.end())
+      kept.push_back(d);
+    else if ((*same)->since_version < d->since_version)
+      *same = d;
   }
   return kept;
 }
@@ -74,7 +63,7 @@ void build(const Runtime& rt, Registration& reg) {
   if (lib->error != nullptr) throw RuntimeError(lib->error);
   reg.rt = &rt;
   std::map<std::string, OrtCustomOpDomain*> by_domain;
-  for (const opf_op_def* def : definitions(rt, lib)) {
+  for (const opf_op_def* def : definitions(lib)) {
     OrtCustomOpDomain*& domain = by_domain[def->domain];
     if (domain == nullptr) {
       rt.check(rt.CreateCustomOpDomain(def->domain, &domain), "creating a custom-op domain");
