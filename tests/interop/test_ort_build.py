@@ -106,6 +106,44 @@ def test_eight_threads_on_one_session_agree(ort_lib):
                 assert np.array_equal(a, b)
 
 
+THREADS_SOURCE = r"""
+#include <opforge/op.h>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
+// n: how many threads ran the chunks of one parallel_for, each chunk long enough for an idle
+// pool thread to take some
+static void infer(opforge::InferContext& ctx) { ctx.set_output(0, opforge::i64, {1}); }
+static void threads_used(opforge::KernelContext& ctx) {
+  std::mutex m;
+  std::set<std::thread::id> ids;
+  ctx.parallel_for(8, 1, [&](int64_t b, int64_t e) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50 * (e - b)));
+    std::lock_guard<std::mutex> lock(m);
+    ids.insert(std::this_thread::get_id());
+  });
+  ctx.output(0).data<int64_t>()[0] = int64_t(ids.size());
+}
+OPFORGE_OP(threads_used).domain("com.example").input("x").output("n", {opforge::i64}).infer(infer)
+    .compute(threads_used);
+"""
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one CPU: parallel_for runs its chunks in one thread")
+def test_parallel_for_runs_on_onnxruntime_intra_op_threads(shared_cache):
+    lib = opforge.load_inline("ort_threads", THREADS_SOURCE).onnxruntime_library()
+    proto = one_op_model("threads_used", [("x", T.FLOAT, [1])], [("n", T.INT64, [1])])
+    x = np.zeros(1, np.float32)
+    assert ort_session(proto, lib, threads=1).run(None, {"x": x})[0].tolist() == [1]
+    assert ort_session(proto, lib, threads=2).run(None, {"x": x})[0].tolist() == [2]
+
+
+def test_every_example_op_is_checked_here(ops):
+    """The tests above run each op of examples/ops in onnxruntime: a new example needs one too."""
+    assert {h.name for h in ops.op_table} == {"leaky_relu", "add_n", "softmax_rows", "attribute_kinds"}
+
+
 STATE_SOURCE = r"""
 #include <opforge/op.h>
 #include <atomic>

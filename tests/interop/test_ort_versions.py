@@ -13,8 +13,9 @@ import pytest
 import opforge
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "ops"
-# A second environment holding an onnxruntime a year or more older (e.g. 1.16.3 with numpy<2).
-OLD_PYTHON = os.environ.get("OPFORGE_OLD_ORT_PYTHON", "/work/venv-ort-old/bin/python")
+# The python of a second environment holding an onnxruntime a year or more older (e.g. 1.16.3
+# with numpy<2 and onnx).
+OLD_PYTHON = os.environ.get("OPFORGE_OLD_ORT_PYTHON", "")
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +36,7 @@ def real_api_base():
 
 
 GET_API = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_uint32)
-GET_VERSION = ctypes.CFUNCTYPE(ctypes.c_char_p)
+GET_VERSION = ctypes.CFUNCTYPE(ctypes.c_void_p)   # const char*, kept alive by the caller
 
 
 def test_a_runtime_too_old_is_refused_naming_both_versions(ort_lib):
@@ -43,7 +44,8 @@ def test_a_runtime_too_old_is_refused_naming_both_versions(ort_lib):
     real_get_api = GET_API(real[0])
     # onnxruntime 1.15 as its OrtApiBase shows it: tables up to version 15 only
     fake_get_api = GET_API(lambda v: real_get_api(v) if v <= 15 else 0)
-    fake_version = GET_VERSION(lambda: b"1.15.1")
+    text = ctypes.create_string_buffer(b"1.15.1")
+    fake_version = GET_VERSION(lambda: ctypes.addressof(text))
     base = (ctypes.c_void_p * 2)(ctypes.cast(fake_get_api, ctypes.c_void_p), ctypes.cast(fake_version, ctypes.c_void_p))
     register = ctypes.CDLL(ort_lib).RegisterCustomOps
     register.restype = ctypes.c_void_p
@@ -72,7 +74,8 @@ print(ort.__version__, float(np.abs(y - e / e.sum(1, keepdims=True)).max()))
 """
 
 
-@pytest.mark.skipif(not os.path.exists(OLD_PYTHON), reason=f"no older onnxruntime environment at {OLD_PYTHON}")
+@pytest.mark.skipif(not OLD_PYTHON or not os.path.exists(OLD_PYTHON),
+                    reason="OPFORGE_OLD_ORT_PYTHON names no python of an older onnxruntime's environment")
 def test_runs_on_an_onnxruntime_a_year_older(ort_lib):
     done = subprocess.run([OLD_PYTHON, "-c", OLD_RUN, ort_lib], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
