@@ -14,7 +14,6 @@ load average.
 import argparse
 import os
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -23,19 +22,9 @@ import numpy as np
 from onnx import TensorProto as T
 
 import opforge
-from tests.support.ort_interop import one_op_model, ort_session
+from tests.support.ort_interop import hand_written_library, one_op_model, ort_session
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-
-
-def hand_written_library(folder: Path) -> str:
-    """benchmarks/ort_hand_written_op.cpp built with the same flags as opforge's libraries."""
-    out = folder / "libhand_written_op.so"
-    subprocess.run(["c++", "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-shared",
-                    f"-I{ROOT / 'opforge' / 'csrc'}", str(HERE / "ort_hand_written_op.cpp"), "-o", str(out)],
-                   check=True)
-    return str(out)
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def per_call_us(session, feed: dict, calls: int) -> float:

@@ -2,12 +2,16 @@
 what the tests of opforge/interop (and its benchmark) share."""
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import onnx
 from onnx import helper
 
 from tests.support.onnx_builders import model, tensor
 
 DOMAIN = "com.example"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def one_op_model(op: str, inputs: list, outputs: list, domain: str = DOMAIN, **attrs) -> onnx.ModelProto:
@@ -32,3 +36,13 @@ def ort_session(proto, library: "str | None", threads: int = 1, **options):
     if library is not None:
         so.register_custom_ops_library(library)
     return onnxruntime.InferenceSession(proto.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def hand_written_library(folder: Path) -> str:
+    """benchmarks/ort_hand_written_op.cpp (leaky_relu of domain com.hand, written by hand against
+    onnxruntime's C API) built into `folder` with the flags of opforge's libraries; its path."""
+    out = Path(folder) / "libhand_written_op.so"
+    subprocess.run(["c++", "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-shared",
+                    f"-I{ROOT / 'opforge' / 'csrc'}", str(ROOT / "benchmarks" / "ort_hand_written_op.cpp"),
+                    "-o", str(out)], check=True)
+    return str(out)
