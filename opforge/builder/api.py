@@ -57,22 +57,31 @@ class CustomOpBuilder:
             try:
                 entry = build.lookup() or build.build(clean=attempt > 0)
                 try:
-                    return load_entry(entry, self.spec.name)
+                    return _with_spec(load_entry(entry, self.spec.name), self.spec)
                 except (ImportError, CacheError):   # unloadable, or changed since the lookup
                     build.discard(entry)
-                    return load_entry(build.build(clean=True), self.spec.name)
+                    return _with_spec(load_entry(build.build(clean=True), self.spec.name), self.spec)
             except InputsChanged as changed:
                 last = str(changed)
         raise _kept_changing(self.spec.name, last)
 
 
-def build_entry(spec, root, progress=None):
+def _with_spec(library, spec):
+    """An OpLibrary keeps the spec it was built from, for builds of other kinds from the same
+    sources (OpLibrary.onnxruntime_library)."""
+    if hasattr(library, "op_table"):
+        library.build_spec = spec
+    return library
+
+
+def build_entry(spec, root, progress=None, kind=Build, cuda=None):
     """The published cache entry of `spec` in the cache `root` (built there if needed), read as
     CustomOpBuilder.load reads it: again when an input changes while it builds. For builds that
-    do not load what they make (the built-in kernels at install)."""
+    do not load what they make (the built-in kernels at install; `kind`, a Build subclass, for
+    other artifacts of the same sources, with `cuda` the CUDA toolchain of a CUDA library)."""
     for attempt in range(_BUILD_ATTEMPTS):
         spec = spec.reread()
-        build = Build(spec, detect(root), root, progress=progress)
+        build = kind(spec, detect(root), root, cuda, progress=progress)
         try:
             return build.lookup() or build.build(clean=attempt > 0)
         except InputsChanged as changed:

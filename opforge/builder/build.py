@@ -124,6 +124,9 @@ def source_key(spec: BuildSpec, toolchain: Toolchain, cuda=None, archs=()) -> st
 class Build:
     """One library's build in a cache root: lookup, then (on a miss) build and publish."""
 
+    kind = "ops"   # what the manifest calls the artifact (a variant, such as onnxruntime's, says its own)
+    label = ""     # how progress lines name the variant
+
     def __init__(self, spec: BuildSpec, toolchain: Toolchain, root: Path, cuda=None, progress=None):
         self.spec, self.toolchain, self.root, self.cuda = spec, toolchain, root, cuda
         self.progress = progress   # called with each line of ninja's output (pip's terminal lines)
@@ -179,7 +182,7 @@ class Build:
             shutil.rmtree(workdir, ignore_errors=True)
         workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
         started = time.perf_counter()
-        print(f"opforge: building '{self.spec.name}' ({len(self.spec.sources)} source(s))", flush=True)
+        print(f"opforge: building '{self.spec.name}'{self.label} ({len(self.spec.sources)} source(s))", flush=True)
         for note in self._arch_notes():
             print(f"opforge: {note}", flush=True)
         sup = support.support_dir(self.root, self.toolchain, support_flags(self.spec, self.cuda), self.cuda)
@@ -202,7 +205,7 @@ class Build:
         key2 = digest(self.key1, [(h, file_digest(h)) for h in headers])
         entry = self._publish(Path(plan.output), key2, headers, log, plan)
         write_atomic(self.deps_file, json.dumps({"headers": headers}))
-        print(f"opforge: built '{self.spec.name}' in {time.perf_counter() - started:.2f} s", flush=True)
+        print(f"opforge: built '{self.spec.name}'{self.label} in {time.perf_counter() - started:.2f} s", flush=True)
         return entry
 
     def _arch_notes(self) -> list:
@@ -282,7 +285,7 @@ class Build:
                 raise problem
         manifest = {
             "format": 1, "name": self.spec.name, "key": key2, "source_key": self.key1,
-            "kind": "extension" if self.spec.is_extension else "ops",
+            "kind": "extension" if self.spec.is_extension else self.kind,
             "module_name": self.module_name(), "artifact": artifact.name,
             "size": artifact.stat().st_size, "sha256": file_digest(artifact),
             "sources": [str(s) for s in self.spec.sources], "headers": headers,

@@ -208,6 +208,19 @@ class OpLibrary(types.ModuleType):
         for op_name, h in newest.items():
             setattr(self, op_name, make_op(h))
 
+    def onnxruntime_library(self, path=None) -> str:
+        """Builds (once, cached) this library as an onnxruntime custom-op library: the same
+        objects plus opforge's adapter, exporting RegisterCustomOps. Returns its path, or
+        `path` when given (the library is copied there). Then, in plain onnxruntime:
+        ``so = onnxruntime.SessionOptions(); so.register_custom_ops_library(path)``.
+
+        Raises ValueError for a library loaded from a built file (no sources to build from),
+        BuildError when compiling or linking fails.
+        """
+        from opforge.interop import onnxruntime_library
+
+        return onnxruntime_library(self, path)
+
     def op(self, name: str, domain: "str | None" = None, version: "int | None" = None) -> Op:
         """The op `name` as of opset `version` (the newest since-version not above it), called
         as a node of that opset is: attributes and dtypes added later are refused.

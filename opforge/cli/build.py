@@ -8,6 +8,9 @@ def add_parser(sub) -> None:
     b.add_argument("sources", nargs="+", metavar="SOURCE",
                    help="C++ source files of one library, or a single folder (every source in it)")
     b.add_argument("--name", help="the library's name (default: the folder's or first source's name)")
+    b.add_argument("--onnxruntime", metavar="PATH",
+                   help="also build it as an onnxruntime custom-op library, written to PATH "
+                        "(register it with onnxruntime.SessionOptions().register_custom_ops_library)")
     b.add_argument("-v", "--verbose", action="store_true", help="print compiler commands and output")
     b.set_defaults(func=cmd_build)
 
@@ -26,6 +29,8 @@ def cmd_build(args) -> int:
         lib = opforge.CustomOpBuilder(args.name or _identifier(sources[0].stem), sources,
                                       verbose=args.verbose).load()
     print(repr(lib))
+    if args.onnxruntime:
+        print(f"onnxruntime custom-op library: {lib.onnxruntime_library(args.onnxruntime)}")
     return 0
 
 

@@ -224,10 +224,12 @@ int64_t workspace_bytes(const opf_op_def* def, const opf_tensor* inputs, int32_t
 
 void compute(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs, const AttrView& attrs,
              const opf_tensor* outputs, int32_t num_outputs, void* workspace, int64_t workspace_bytes,
-             ThreadPool* pool, void* stream) {
+             const CallOptions& options) {
+  ThreadPool* pool = options.pool;
   opf_compute_ctx cc{def, inputs, num_inputs, attrs.data, attrs.size, outputs, num_outputs, workspace,
-                     workspace_bytes, stream, pool, pool ? &ThreadPool::entry : nullptr,
-                     pool ? pool->num_threads() : 1, attrs.state};
+                     workspace_bytes, options.stream, pool ? static_cast<void*>(pool) : options.parallel_arg,
+                     pool ? &ThreadPool::entry : options.parallel_for,
+                     pool ? pool->num_threads() : options.num_threads, attrs.state};
   opf_error err;
   err.code = OPF_ERR_FAILED;
   err.message[0] = '\0';

@@ -71,11 +71,13 @@ void infer(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs, 
 int64_t workspace_bytes(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs,
                         const AttrView& attrs);
 
-/// Runs compute on concrete inputs and outputs whose data is in place. Call without the GIL.
-/// `stream` is the cudaStream_t a CUDA op launches on (NULL for CPU ops).
+struct CallOptions;
+
+/// Runs compute on concrete inputs and outputs whose data is in place, with the threads and
+/// stream `options` name. Call without the GIL.
 void compute(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inputs, const AttrView& attrs,
              const opf_tensor* outputs, int32_t num_outputs, void* workspace, int64_t workspace_bytes,
-             ThreadPool* pool, void* stream = nullptr);
+             const CallOptions& options);
 
 /// A host of calls gives them their memory and enters compute. It has
 ///   void place_output(int32_t k, opf_tensor& t, bool read);
@@ -89,6 +91,11 @@ struct CallOptions {
   bool checked = false;          ///< inputs already checked (see infer)
   ThreadPool* pool = nullptr;    ///< the thread pool compute's parallel_for runs on
   void* stream = nullptr;        ///< the cudaStream_t of a CUDA op
+  /// Another runtime's threads, used when `pool` is null (onnxruntime's intra-op pool, through
+  /// the adapter): parallel_for(parallel_arg, ...) over `num_threads` threads.
+  opf_parallel_for_fn parallel_for = nullptr;
+  void* parallel_arg = nullptr;
+  int32_t num_threads = 1;
 };
 
 /// The one call sequence: checks -> infer -> outputs placed by `host` -> workspace from `host`
@@ -135,7 +142,7 @@ int64_t call_op(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inp
   const int64_t ws = workspace_bytes(def, inputs, num_inputs, attrs);
   void* scratch = ws > 0 ? host.workspace(ws) : nullptr;
   host.enter_compute([&] {
-    compute(def, inputs, num_inputs, attrs, outputs, num_outputs, scratch, ws, options.pool, options.stream);
+    compute(def, inputs, num_inputs, attrs, outputs, num_outputs, scratch, ws, options);
   });
   return ws;
 }

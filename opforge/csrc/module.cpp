@@ -14,6 +14,10 @@
 namespace py = pybind11;
 using namespace opforge_core;
 
+namespace opforge_ort {
+void bind_ort_host(py::module_& m);  // ort_host_bindings.cpp
+}
+
 PYBIND11_MODULE(_core, m) {
   m.doc() = "opforge's compiled core: loads op libraries and calls their ops.";
   m.attr("ABI_VERSION") = OPFORGE_ABI_VERSION;
@@ -36,6 +40,8 @@ PYBIND11_MODULE(_core, m) {
   core_steps["index_to_string"] = int(CoreStep::IndexToString);
   core_steps["zipmap"] = int(CoreStep::ZipMap);
   m.attr("CORE_STEPS") = core_steps;
+
+  opforge_ort::bind_ort_host(m);
 
   py::class_<ThreadPool>(m, "ThreadPool")
       .def(py::init<int>(), py::arg("num_threads"))

@@ -67,6 +67,20 @@ class SessionOptions(_ConfigEntries):
     """Compiled plans kept per session, the least recently used dropped first (each holds an
     arena per concurrent run; a model fed many shapes would otherwise grow without bound)."""
 
+    def register_custom_ops_library(self, library_path: str) -> None:
+        """Loads an onnxruntime custom-op library (one that exports RegisterCustomOps, as
+        onnxruntime's function of this name takes) for the sessions made with these options:
+        its ops run on opforge's host for them (opforge.interop.ort_library). Raises
+        FileNotFoundError, or ImportError naming what failed."""
+        from opforge.interop.ort_library import load_ort_library
+
+        self.custom_op_libraries.append(load_ort_library(library_path))
+
+    @property
+    def custom_op_libraries(self) -> list:
+        """The onnxruntime custom-op libraries registered with these options."""
+        return self.__dict__.setdefault("_custom_op_libraries", [])
+
     def add_session_config_entry(self, key: str, value: str) -> None:
         """Sets a session configuration entry (onnxruntime's free-form "key": "value" options;
         opforge keeps them for the caller and reads none yet)."""

@@ -89,7 +89,7 @@ class InferenceSession(SessionExtras):
         self.device = _cuda_device(self._providers, self._provider_options)
         self.registry = self._kernel_registry()
         graph = self._load(path_or_bytes, kwargs.get("base_dir"))
-        check_graph(graph, self._opsets, self._custom.op_types())
+        check_graph(graph, self._opsets, self._custom.op_types() | self._ort_op_types())
         self.types: InferredTypes = infer_types(
             graph, self._opsets, custom.make_custom_infer(self.registry, self._providers, self._opsets))
         for warning in self.types.warnings:
@@ -128,7 +128,15 @@ class InferenceSession(SessionExtras):
             cuda.register(builtin, self.device)
         session = KernelRegistry(parent=builtin)
         custom.register(session, self._custom, self._pool, self.device)
+        if self._sess_options.custom_op_libraries:
+            from opforge.interop import ort_library
+
+            ort_library.register(session, self._sess_options.custom_op_libraries, self._pool)
         return session
+
+    def _ort_op_types(self) -> set:
+        """(domain, op type) of the ops of the onnxruntime custom-op libraries registered."""
+        return {t for library in self._sess_options.custom_op_libraries for t in library.op_types()}
 
     def _plan_body(self, executor: Executor) -> PlannedExecutor:
         """An If/Loop/Scan body run through compiled plans, as the graph is: a signature gets

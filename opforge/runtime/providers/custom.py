@@ -41,6 +41,8 @@ def make_custom_infer(registry, providers, opsets):
         factory = registry.resolve(node.domain, node.op_type, opsets.get(node.domain, 1), providers)
         if isinstance(factory, NativeFactory):
             return _native_infer(factory.handle, node, input_types)
+        if hasattr(factory, "infer_types"):   # an op of an onnxruntime custom-op library
+            return factory.infer_types(node, input_types)
         op = factory.op if isinstance(factory, DeviceBinding) else getattr(factory, "__self__", None)
         if isinstance(op, PythonOp) and op.infer is not None:
             return python_infer(op, node, input_types)
