@@ -57,13 +57,20 @@ class CustomOpBuilder:
             try:
                 entry = build.lookup() or build.build(clean=attempt > 0)
                 try:
-                    return load_entry(entry, self.spec.name)
+                    return self._owned(load_entry(entry, self.spec.name))
                 except (ImportError, CacheError):   # unloadable, or changed since the lookup
                     build.discard(entry)
-                    return load_entry(build.build(clean=True), self.spec.name)
+                    return self._owned(load_entry(build.build(clean=True), self.spec.name))
             except InputsChanged as changed:
                 last = str(changed)
         raise _kept_changing(self.spec.name, last)
+
+
+    def _owned(self, loaded):
+        """An op library remembers this builder, so that reload() can build it again."""
+        if hasattr(loaded, "op_table"):
+            loaded.builder = self
+        return loaded
 
 
 def build_entry(spec, root, progress=None):
