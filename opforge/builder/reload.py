@@ -29,6 +29,7 @@ class ReloadReport:
     sessions: int
     seconds: float
     old_library: str
+    build_seconds: float = 0.0   # of `seconds`, building (or finding in the cache) and loading
 
     def __str__(self) -> str:
         if not self.changed:
@@ -71,10 +72,10 @@ def reload_library(library) -> ReloadReport:
     with library.reload_lock:
         started = time.perf_counter()
         fresh = library.builder.load()
+        built = time.perf_counter() - started
         previous = library.__file__
         if fresh.__file__ == previous:
-            return ReloadReport(library.__name__, False, previous, previous, 0,
-                                time.perf_counter() - started, "")
+            return ReloadReport(library.__name__, False, previous, previous, 0, built, "", built)
         sessions = library.sessions.live()
         prepared = []
         for session in sessions:
@@ -88,7 +89,7 @@ def reload_library(library) -> ReloadReport:
         for session, state in prepared:
             session._install_reload(state)
         return ReloadReport(library.__name__, True, fresh.__file__, previous, len(prepared),
-                            time.perf_counter() - started, _old_library_fate(library, previous))
+                            time.perf_counter() - started, _old_library_fate(library, previous), built)
 
 
 def _old_library_fate(library, previous: str) -> str:

@@ -144,6 +144,8 @@ class InferenceSession(SessionExtras):
         """Takes the kernels `shadow` bound. Runs started before keep the runner they took."""
         if shadow._executor.profile is not None:
             shadow._executor.profile = self._executor.profile
+        for dispatcher in {shadow.host_dispatcher, shadow.dispatcher}:
+            dispatcher.plan_body = self._plan_body   # the shadow goes; no cycle keeps old kernels alive
         for name in _ASSEMBLED:   # the runner last: a run that takes it finds the rest in place
             setattr(self, name, getattr(shadow, name))
 

@@ -1,5 +1,6 @@
 """opforge.testing.check_op: each deliberately broken op caught with a message that points at
 its bug; correct ops (the examples', a share of the built-in kernels) pass over many seeds."""
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -81,7 +82,7 @@ def test_wrong_broadcast_fails_only_where_inputs_broadcast(broken):
 
 def test_check_op_raises_with_the_table(broken):
     with pytest.raises(OpCheckError) as caught:
-        check_op(broken.off_by_one, twice)
+        opforge.testing.check_op(broken.off_by_one, twice)
     text = str(caught.value)
     assert "check_op(off_by_one, seed=0)" in text and "output bounds" in text and "FAIL" in text
     assert caught.value.report.failures["output bounds"]
@@ -114,3 +115,49 @@ def test_example_ops_pass(examples):
 def test_required_attribute_needs_values(examples):
     with pytest.raises(ValueError, match="attribute 't' is required"):
         check_op(examples.attribute_kinds)
+
+
+def _in_float64(fn):
+    """A reference computed in float64 and rounded to the input's dtype."""
+    return lambda x: fn(x.astype(np.float64)).astype(x.dtype)
+
+
+def _leaky_relu(x, alpha):
+    return np.where(x < 0, (x.astype(np.float64) * np.float64(np.float32(alpha))).astype(x.dtype), x)
+
+
+BUILTIN_REFERENCES = {
+    "Relu": lambda x: np.maximum(x, 0),
+    "Abs": np.abs,
+    "Neg": np.negative,
+    "Sigmoid": _in_float64(lambda x: 1 / (1 + np.exp(-x))),
+    "Tanh": _in_float64(np.tanh),
+    "Exp": _in_float64(np.exp),
+    "Floor": np.floor,
+    "LeakyRelu": _leaky_relu,
+    "Add": np.add,
+    "Sub": np.subtract,
+    "Mul": np.multiply,
+    "Max": lambda *xs: functools.reduce(np.maximum, xs),
+}
+
+
+# dtypes to try where all of them would take long (a variadic op makes three times the cases)
+BUILTIN_DTYPES = {"Max": ["float32", "float16", "int8", "uint64"]}
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN_REFERENCES))
+def test_builtin_kernels_pass(kernels, name):
+    with np.errstate(over="ignore"):   # exp of float16 overflows to inf, as the kernel's does
+        report = check_op(kernels.op(name), BUILTIN_REFERENCES[name], dtypes=BUILTIN_DTYPES.get(name), threads=4)
+    assert report.ok and report.runs["values"] >= 20
+
+
+def test_an_onnx_function_body_is_a_reference(broken):
+    from onnx import helper
+
+    body = helper.make_function("com.broken", "Twice", ["X"], ["Y"], [helper.make_node("Add", ["X", "X"], ["Y"])],
+                                [helper.make_opsetid("", 17)])
+    assert check_op(broken.scale, body, threads=2).ok
+    report = check_op(broken.float64_wrong, body, threads=2, raises=False)
+    assert {case.dtype for case, _ in report.failures["values"]} == {"float64"}
