@@ -42,7 +42,7 @@ def main():
     print(f"broken ops caught: {caught} of {len(BROKEN)}")
     correct = [(broken.scale, lambda x: 2 * x), (examples.leaky_relu, leaky_relu),
                (examples.add_n, lambda *xs: sum(xs[1:], xs[0]))]
-    for op, reference in correct:
+    for op, reference in correct if args.seeds else []:
         alarms, started = [], time.perf_counter()
         for seed in range(args.seeds):
             report = check_op(op, reference, seed=seed, raises=False)
