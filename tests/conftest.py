@@ -69,3 +69,9 @@ def pytest_terminal_summary(terminalreporter):
                                     f"{' '.join(library.kernel_isa(kernels)) or 'no SIMD'})")
     for name, calls in sorted(paths.items()):
         terminalreporter.write_line(f"  {name:<44}{calls:>10} calls")
+    isa = library.kernel_isa(kernels)
+    untested = [name for name, flags in (("AVX-512", ["avx512f"]), ("AVX2", ["avx2", "fma"]))
+                if not set(flags) <= set(isa)]
+    if untested:
+        terminalreporter.write_line(f"  not tested in this run: the {' and '.join(untested)} paths (this build "
+                                    f"has no {' / '.join(untested)}; they run where the CPU has it)")

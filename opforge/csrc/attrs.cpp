@@ -224,11 +224,17 @@ py::object float_value(float f) {
 }
 }  // namespace
 
+py::str py_text(const char* s, size_t n) {
+  PyObject* text = PyUnicode_DecodeUTF8(s, Py_ssize_t(n), "backslashreplace");
+  if (text == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(text);
+}
+
 py::object attr_value(const opf_attr& a) {
   switch (a.type) {
     case OPF_ATTR_FLOAT: return float_value(a.f);
     case OPF_ATTR_INT: return py::int_(a.i);
-    case OPF_ATTR_STRING: return py::str(std::string(a.s, size_t(a.s_len)));
+    case OPF_ATTR_STRING: return py_text(a.s, size_t(a.s_len));
     case OPF_ATTR_GRAPH:
     case OPF_ATTR_SPARSE_TENSOR:
     case OPF_ATTR_TYPE_PROTO: return py::bytes(a.s, size_t(a.s_len));
@@ -244,7 +250,7 @@ py::object attr_value(const opf_attr& a) {
     }
     case OPF_ATTR_STRINGS: {
       py::list l;
-      for (int64_t i = 0; i < a.count; ++i) l.append(py::str(std::string(a.strings[i], size_t(a.string_lens[i]))));
+      for (int64_t i = 0; i < a.count; ++i) l.append(py_text(a.strings[i], size_t(a.string_lens[i])));
       return l;
     }
     default: return py::none();

@@ -60,4 +60,9 @@ const char* attr_type_name(int32_t type);
 /// The Python value of an attribute (None when absent).
 py::object attr_value(const opf_attr& a);
 
+// Text from C++ as a Python str: bytes that are not UTF-8 (a string attribute holds any bytes,
+// and messages quote them) come out as \xNN escapes instead of raising UnicodeDecodeError.
+py::str py_text(const char* s, size_t n);
+inline py::str py_text(const std::string& s) { return py_text(s.data(), s.size()); }
+
 }  // namespace opforge_core

@@ -542,11 +542,8 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
     std::lock_guard<std::mutex> lock(profile_mu_);
     profile_.insert(profile_.end(), r.times.begin(), r.times.end());
   }
-  if (failure.cancelled) {
-    PyErr_SetString(py::module_::import("opforge.runtime.errors").attr("RunCancelledError").ptr(),
-                    failure.message.c_str());
-    throw py::error_already_set();
-  }
+  if (failure.cancelled)
+    raise_error(py::module_::import("opforge.runtime.errors").attr("RunCancelledError"), failure.message);
   if (!failure.message.empty())
     raise_call_error(CallError(failure.message, failure.bad_argument, failure.too_big));
   return collect_outputs(r, outputs);

@@ -14,10 +14,13 @@
 
 namespace opforge_core {
 
-[[noreturn]] void raise_op_error(const std::string& message) {
-  py::object cls = py::module_::import("opforge.errors").attr("OpError");
-  PyErr_SetString(cls.ptr(), message.c_str());
+[[noreturn]] void raise_error(py::handle type, const std::string& message) {
+  PyErr_SetObject(type.ptr(), py_text(message).ptr());
   throw py::error_already_set();
+}
+
+[[noreturn]] void raise_op_error(const std::string& message) {
+  raise_error(py::module_::import("opforge.errors").attr("OpError"), message);
 }
 
 namespace {
@@ -150,9 +153,7 @@ py::dict OpHandle::schema() const {
 
 [[noreturn]] void raise_call_error(const CallError& e) {
   const char* cls = e.bad_argument ? "OpArgumentError" : e.too_big ? "OpMemoryError" : "OpError";
-  py::object type = py::module_::import("opforge.errors").attr(cls);
-  PyErr_SetString(type.ptr(), e.what());
-  throw py::error_already_set();
+  raise_error(py::module_::import("opforge.errors").attr(cls), e.what());
 }
 
 std::vector<opf_tensor> OpHandle::eager_inputs(const py::tuple& args, std::vector<py::array>& keep) const {
@@ -366,7 +367,7 @@ py::object OpHandle::refusal(const py::list& metas, const AttrPack& attrs, int n
     opforge_core::infer(def_, ins.data(), int32_t(ins.size()), attrs.view(), outs.data(), int32_t(outs.size()),
                         Sizes::MaybeUnknown);
   } catch (const CallError& e) {
-    if (!e.needs_value) return py::str(e.what());
+    if (!e.needs_value) return py_text(e.what());
   }
   return py::none();
 }

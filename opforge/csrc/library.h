@@ -130,6 +130,8 @@ std::vector<std::shared_ptr<OpHandle>> load_library(const std::string& path, boo
 ThreadPool* default_pool(int num_threads);
 
 /// Raises opforge.OpError with `message`.
+// Raises `type` with a message from C++ (not-UTF-8 bytes escaped, see py_text).
+[[noreturn]] void raise_error(py::handle type, const std::string& message);
 [[noreturn]] void raise_op_error(const std::string& message);
 
 /// Raises a CallError as opforge.OpArgumentError (bad arguments) or opforge.OpError.

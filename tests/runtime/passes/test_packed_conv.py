@@ -3,8 +3,6 @@ pack_conv_weights) against onnxruntime: output channels that leave a panel part-
 cut into several row blocks, strides, asymmetric pads, dilation, non-square kernels, batches,
 maps cut into several tasks, every fused activation with and without Z, two threads, and the
 convs that must stay unpacked."""
-from pathlib import Path
-
 import numpy as np
 import onnx
 import pytest
@@ -12,14 +10,20 @@ from onnx import helper, numpy_helper
 
 import onnxruntime as ort
 import opforge
+from tests.support.kernel_variants import assert_path, build_isa, paths_taken
 from tests.support.numeric import assert_close, assert_would_catch, scaled_atol
 from tests.support.onnx_builders import tensor
 
 LEVEL = opforge.GraphOptimizationLevel
 RTOL, ATOL = 1e-5, 1e-5
 rng = np.random.default_rng(0)
-_CPUINFO = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-pytestmark = pytest.mark.skipif(" avx512f" not in _CPUINFO, reason="PackedConv runs on AVX-512F only")
+ISAS = ("avx512", "avx2")   # the instruction sets PackedConv has tiles for (conv_packed.cpp)
+
+
+@pytest.fixture(autouse=True)
+def _kernels_with_tiles():
+    if build_isa() not in ISAS:
+        pytest.skip(f"PackedConv has tiles for {ISAS} only; this kernel build is {build_isa()}")
 
 
 def conv_model(x_shape, w_shape, op="Conv", z=False, **attrs):
@@ -58,10 +62,13 @@ def check(model, feeds, threads=1, packed=True):
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     want = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-    for _ in range(2):   # the first run records, the second runs the compiled plan
-        got = sess.run(None, feeds)[0]
-        assert_close(got, want, RTOL, scaled_atol(want, ATOL), "PackedConv vs onnxruntime")
+    with paths_taken() as taken:
+        for _ in range(2):   # the first run records, the second runs the compiled plan
+            got = sess.run(None, feeds)[0]
+            assert_close(got, want, RTOL, scaled_atol(want, ATOL), "PackedConv vs onnxruntime")
     assert_would_catch(got, want, RTOL, scaled_atol(want, ATOL), "PackedConv vs onnxruntime")
+    if packed:
+        assert_path(taken, "conv.packed", ISAS)
 
 
 def feeds(x_shape, y_shape=None):
@@ -120,9 +127,40 @@ def test_fused_conv_epilogue(act, params, z):
     ((1, 512, 13, 13), (48, 512, 1, 1), {}),                      # 1x1, M = 48: a third of a panel empty
     ((1, 32, 14, 14), (128, 32, 1, 1), {}),                       # 1x1, K = 32 and M = 128
     ((1, 40, 12, 14), (20, 40, 3, 3), dict(pads=[1, 1, 1, 1])),   # 3x3, M = 20
-    ((1, 64, 14, 14), (64, 32, 3, 3), dict(pads=[1, 1, 1, 1], group=2)),
 ])
-def test_convs_that_stay_unpacked(x_shape, w_shape, attrs):
+def test_convs_that_pack_on_avx2_only(x_shape, w_shape, attrs):
+    """conv_gemm_f32's AVX-512 tiles beat packing on these; AVX2 builds have no such tiles, and
+    packing beat OpenBLAS on each."""
+    check(conv_model(x_shape, w_shape, **attrs), feeds(x_shape), packed=build_isa() == "avx2")
+
+
+# grouped convs: each group's output channels in panels of their own, its input channels read
+GROUPED = {
+    "3x3_two_groups": ((1, 64, 14, 14), (64, 32, 3, 3), dict(pads=[1, 1, 1, 1], group=2)),
+    # shufflenet's 1x1 of 4 groups: 34 outputs per group, a full panel and one of 2
+    "1x1_four_groups": ((2, 136, 9, 11), (136, 34, 1, 1), dict(group=4)),
+    "1x1_short_groups_stride2": ((1, 24, 17, 17), (112, 6, 1, 1), dict(group=4, strides=[2, 2])),
+}
+
+
+@pytest.mark.parametrize("case", list(GROUPED))
+@pytest.mark.parametrize("threads", [1, 2])
+def test_grouped_convs_pack_on_avx2_only(case, threads):
+    """conv_gemm_f32's AVX-512 tiles run grouped convs; AVX2 builds pack them."""
+    x_shape, w_shape, attrs = GROUPED[case]
+    check(conv_model(x_shape, w_shape, **attrs), feeds(x_shape), threads, packed=build_isa() == "avx2")
+
+
+@pytest.mark.parametrize("act,params", [("Relu", []), ("HardSigmoid", [0.3, 0.5])])
+def test_grouped_fused_conv_epilogue(act, params):
+    x_shape, w_shape, attrs = GROUPED["1x1_four_groups"]
+    attrs = dict(attrs, activation=act, **({"activation_params": params} if params else {}))
+    model = conv_model(x_shape, w_shape, op="FusedConv", z=True, **attrs)
+    check(model, feeds(x_shape, out_shape(x_shape, w_shape, attrs)), threads=2, packed=build_isa() == "avx2")
+
+
+def test_depthwise_convs_stay_unpacked():
+    x_shape, w_shape, attrs = (1, 12, 10, 10), (12, 1, 3, 3), dict(pads=[1, 1, 1, 1], group=12)
     check(conv_model(x_shape, w_shape, **attrs), feeds(x_shape), packed=False)
 
 

@@ -1,11 +1,14 @@
-"""The kernel and model tests against the built-in kernels compiled for an instruction set below
-this machine's, so that CI tests the paths an AVX2-only CPU runs whatever CPU it lands on.
+"""The kernel and model tests against the built-in kernels compiled for instruction sets below
+this machine's, so that CI tests the paths an AVX2-only CPU, and one without AVX at all, runs
+whatever CPU it lands on.
 
 The main run tests the library `pip install` built with -march=native. Where -march=haswell
 (AVX2 + FMA) would choose other hand-written paths (an AVX-512 machine), the kernel and model
 tests run again in a fresh process against a haswell build (OPFORGE_KERNEL_MARCH, built into the
-test cache). Where it would choose the same ones, the native build is that build: the test says
-so and skips, and the main run's list of kernel paths shows what it tested.
+test cache); likewise the kernel tests and the conv tests against an x86-64-v2 build (SSE4.2: the
+portable fallbacks). Where a target would choose the same paths as the native build, the native
+build is that build: the test says so and skips, and the main run's list of kernel paths shows
+what it tested.
 """
 import os
 import platform
@@ -19,10 +22,18 @@ import pytest
 from tests.support.helpers import ROOT
 from opforge.runtime.providers.cpu import library as native
 
-# what runs again against the lower build: every kernel test and the whole-model tests
-SUITES = ["tests/runtime/providers/cpu", "tests/runtime/test_models.py", "tests/runtime/passes/test_fusions_conv.py",
-          "tests/runtime/passes/test_packed_conv.py", "tests/runtime/passes/test_packed_matmul.py",
-          "tests/runtime/test_quantized_models.py", "tests/runtime/test_transformers.py"]
+# what runs again against a lower build: every kernel test and the whole-model tests (haswell);
+# the conv and pool tests (x86-64-v2: the portable fallbacks of the paths AVX2 and AVX-512 have)
+SUITES = {
+    "haswell": ["tests/runtime/providers/cpu", "tests/runtime/test_models.py",
+                "tests/runtime/passes/test_fusions_conv.py", "tests/runtime/passes/test_packed_conv.py",
+                "tests/runtime/passes/test_packed_matmul.py", "tests/runtime/test_quantized_models.py",
+                "tests/runtime/test_transformers.py"],
+    "x86-64-v2": ["tests/runtime/providers/cpu/test_kernels_nn.py", "tests/runtime/passes/test_fusions_conv.py",
+                  "tests/runtime/passes/test_packed_conv.py"],
+}
+# instruction sets a build for the target must not report
+ABSENT = {"haswell": ["avx512f"], "x86-64-v2": ["avx512f", "avx2", "fma"]}
 
 
 def isa_macros_tested() -> set:
@@ -41,7 +52,7 @@ def defined_for(march: str, macros: set) -> set:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("march", ["haswell"])
+@pytest.mark.parametrize("march", list(SUITES))
 def test_kernel_and_model_tests_pass_on_a_lower_build(march):
     if platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip(f"-march={march} is an x86 target; this machine is {platform.machine()}")
@@ -51,12 +62,14 @@ def test_kernel_and_model_tests_pass_on_a_lower_build(march):
         pytest.skip(f"this machine's native build chooses the paths a -march={march} build does (the "
                     f"kernels test {sorted(macros)}; both define {sorted(here)}): the main run tested them")
     env = dict(os.environ, OPFORGE_KERNEL_MARCH=march)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *SUITES],
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *SUITES[march]],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     tail = "\n".join(proc.stdout.splitlines()[-60:])
-    print(f"\n-march={march} run of {' '.join(SUITES)}:\n{tail}")
+    print(f"\n-march={march} run of {' '.join(SUITES[march])}:\n{tail}")
     assert proc.returncode == 0, f"the -march={march} build fails its tests:\n{tail}\n{proc.stderr[-2000:]}"
-    assert f"build -march={march}:" in proc.stdout and "avx512f" not in proc.stdout.split(f"-march={march}:")[1].split(")")[0]
+    assert f"build -march={march}:" in proc.stdout
+    isa = proc.stdout.split(f"-march={march}:")[1].split(")")[0].split()
+    assert not set(ABSENT[march]) & set(isa), isa
 
 
 def test_the_lower_build_is_found_by_the_macros_the_kernels_test():
@@ -67,6 +80,7 @@ def test_the_lower_build_is_found_by_the_macros_the_kernels_test():
         assert defined_for("haswell", macros) >= {"__AVX2__", "__FMA__"}
         assert "__AVX512F__" not in defined_for("haswell", macros)
         assert "__AVX512F__" in defined_for("skylake-avx512", macros)
+        assert not {"__AVX2__", "__FMA__", "__AVX512F__"} & defined_for("x86-64-v2", macros)
 
 
 def test_an_unknown_target_fails_the_build_with_the_compilers_word(monkeypatch, tmp_path):

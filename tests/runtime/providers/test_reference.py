@@ -126,3 +126,18 @@ def test_roi_align_with_a_huge_sampling_ratio_is_refused_not_sampled_for_hours()
         InferenceSession(proto, providers=[REFERENCE]).run(None, feed)
     with pytest.raises(KernelError, match="node 'align' \\(RoiAlign.*samples"):   # the native refusal stands
         InferenceSession(proto).run(None, feed)
+
+
+def test_a_string_tensor_where_the_op_takes_integers_is_refused_by_name():
+    """The type check comes before the value guards (GatherElements compares its indices with
+    the axis size, which a string tensor cannot do): the error names the input and the types."""
+    from opforge.runtime import KernelError
+
+    proto = model([helper.make_node("GatherElements", ["x", "i"], ["y"], name="g", axis=1)],
+                  [tensor("x", [2, 3]), tensor("i", [2, 2], TensorProto.STRING)], [tensor("y", None)])
+    session = InferenceSession(proto, providers=[REFERENCE])
+    feed = {"x": np.ones((2, 3), np.float32), "i": np.array([["0", "1"], ["2", "0"]], object)}
+    with pytest.raises(KernelError, match=r"input #1 'indices' is tensor\(string\); the op takes "
+                                          r"tensor\(int32\), tensor\(int64\)") as caught:
+        session.run(None, feed)
+    assert not isinstance(caught.value.__cause__, TypeError)

@@ -182,11 +182,11 @@ class ReferenceKernel:
 
     def run(self, inputs: list) -> list:
         """Evaluate the node; returns one value per node output ("" outputs get None)."""
+        self._types.check(inputs)   # first: the value checks below assume the types the op takes
         check = _VALUE_CHECKS.get((self.node.domain, self.node.op_type))
         problem = check(self.node, inputs) if check is not None else None
         if problem:
             raise ValueError(f"{self.node.op_type}: {problem}")
-        self._types.check(inputs)
         feeds = {name: inputs[p] for name, p in zip(self._input_names, self._positions)}
         try:
             results = self._evaluator.run(None, feeds, attributes={})

@@ -7,6 +7,7 @@ import pytest
 
 import opforge
 from tests.support.kernel_check import check, run_onnxruntime
+from tests.support.kernel_variants import assert_path, build_isa, paths_taken
 from tests.support.numeric import assert_close, assert_would_catch
 from opforge import _core
 from onnx import helper
@@ -463,17 +464,28 @@ ZOO_POOL_CASES = [
     ("AveragePool", (1, 24, 56, 56), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
                                            count_include_pad=1)),
     ("AveragePool", (1, 32, 28, 28), dict(kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])),
+    ("AveragePool", (1, 48, 7, 7), dict(kernel_shape=[7, 7])),   # resnet50's last: the whole plane
+    ("MaxPool", (1, 16, 13, 13), dict(kernel_shape=[13, 13])),
 ]
+POOL_ISAS = ("avx512", "avx2")   # the instruction sets with float32 pool paths (pool_f32.cpp, pool_avx2.cpp)
 
 
 @pytest.mark.parametrize("op_type, xs, attrs", ZOO_POOL_CASES)
 def test_zoo_pools_on_two_threads(kernels, op_type, xs, attrs):
     x = rand(*xs)
     want, = run_onnxruntime(op_type, [x], attrs, 19 if op_type == "AveragePool" else 12)
-    got, = run_handle(kernels.op(op_type, version=19 if op_type == "AveragePool" else 12), [x], [want], attrs,
-                      threads=2)
+    with paths_taken() as taken:
+        got, = run_handle(kernels.op(op_type, version=19 if op_type == "AveragePool" else 12), [x], [want], attrs,
+                          threads=2)
     assert_close(got, want, F32["rtol"], F32["atol"], op_type)
     assert_would_catch(got, want, F32["rtol"], F32["atol"], op_type)
+    if build_isa() in POOL_ISAS:   # the SIMD path of this build ran, not the generic loop
+        ran = sorted(p for p in taken if p.startswith("pool."))
+        assert ran and all(p.endswith("." + build_isa()) and ".generic." not in p for p in ran), ran
+    if xs[2:] == tuple(attrs["kernel_shape"]):
+        assert_path(taken, "pool.global", POOL_ISAS)
+    elif build_isa() == "avx2":
+        assert_path(taken, "pool.padded", POOL_ISAS)
 
 
 @pytest.mark.parametrize("xs, attrs", POOL_CASES)

@@ -5,7 +5,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from opforge.runtime import InferenceSession, SessionOptions
-from opforge.runtime.errors import KernelError
+from opforge.runtime.errors import KernelError, KernelNotFoundError
 
 S = TensorProto.STRING
 
@@ -95,3 +95,28 @@ def test_equal_of_strings_runs_in_python_while_numbers_keep_the_c_kernel():
     assert hasattr(session._executor.steps[0].kernel, "handle")   # the native kernel
     np.testing.assert_array_equal(session.run(None, {"x": np.array([1, 2, 1], np.float32),
                                                      "y": np.array([1], np.float32)})[0], [True, False, True])
+
+
+def test_a_native_kernel_quoting_an_attribute_that_is_not_utf8_says_so_escaped():
+    """A kernel's message quoting a string attribute holds its bytes as they are: they reach the
+    user as \\x escapes in an opforge error (at session creation, where infer refuses the node,
+    and at run time), never as a UnicodeDecodeError."""
+    cast = model(helper.make_node("CastLike", ["x", "like"], ["y"], name="odd", round_mode=b"up\xff"),
+                 [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+                  helper.make_tensor_value_info("like", TensorProto.FLOAT, [1])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], opset=25)
+    with pytest.raises(KernelNotFoundError, match=r"odd.*round_mode.*got 'up\\xff'"):
+        InferenceSession(cast, SessionOptions(disable_reference_fallback=True)).run(
+            None, {"x": np.ones(2, np.float32), "like": np.ones(1, np.float32)})
+
+    node = helper.make_node("LinearClassifier", ["x"], ["label", "scores"], name="linear", domain="ai.onnx.ml",
+                            coefficients=[1.0, -1.0, 0.5, 0.5], intercepts=[0.0, 0.0], classlabels_ints=[0, 1],
+                            post_transform=b"SOFT\xffMAX")
+    graph = helper.make_graph([node], "ml", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2])],
+                              [helper.make_tensor_value_info("label", TensorProto.INT64, None),
+                               helper.make_tensor_value_info("scores", TensorProto.FLOAT, None)])
+    linear = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid("ai.onnx.ml", 3)])
+    linear.ir_version = 9
+    with pytest.raises(KernelError, match=r"linear.*SOFT\\xffMAX"):
+        InferenceSession(linear.SerializeToString(), SessionOptions(disable_reference_fallback=True)).run(
+            None, {"x": np.ones((3, 2), np.float32)})

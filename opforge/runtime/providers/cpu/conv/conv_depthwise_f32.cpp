@@ -12,14 +12,14 @@
 
 namespace opforge_conv {
 
-#if !defined(__AVX512F__)
+#if !defined(__AVX512F__) && !(defined(__AVX2__) && defined(__FMA__))
 
 bool conv_depthwise_f32(KernelContext&, const ConvShape&, const float*, const float*, const float*, const float*,
                         float*, const Epilogue&) {
   return false;
 }
 
-#else
+#elif defined(__AVX512F__)  // AVX2 + FMA builds: conv_depthwise_avx2.cpp
 
 namespace {
 

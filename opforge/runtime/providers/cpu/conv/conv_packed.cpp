@@ -1,18 +1,20 @@
 // conv_packed.cpp: com.opforge's PackedConv, a float32 convolution whose weights the session
 // packed once (runtime/passes/pack_conv_weights.py) as (ceil(M / 32), K, 32) panels of output
-// channels, K = input channels x taps, zero past M.
+// channels per group, K = a group's input channels x taps, zero past the group's M.
 //
 // The register tile runs the other way round from conv_gemm_f32's: its vectors hold 32 output
-// channels (a panel's row), its rows up to 12 output positions of one output row, each
-// broadcasting its input value at every k. No lane is wasted on a small map (a 7x7 map fills 49
-// of the 64 lanes of position tiles), and the input is never packed: it is read where it lies,
-// or from conv_source.h's copy when the conv pads or strides, at a per-k offset. The rows of a
-// tile start from the bias and go to a scratch block (positions x 32) kept across K blocks; the
-// last K block transposes them in registers into Y's channel rows, with Z and the activation.
+// channels (a panel's row), its rows up to 12 (AVX-512) or 3 (AVX2) output positions of one
+// output row, each broadcasting its input value at every k. No lane is wasted on a small map (a
+// 7x7 map fills 49 of the 64 lanes of position tiles), and the input is never packed: it is
+// read where it lies, or from conv_source.h's copy when the conv pads or strides, at a per-k
+// offset. The rows of a tile start from the bias and go to a scratch block (positions x 32) kept
+// across K blocks; with AVX-512 the last K block transposes them in registers into Y's channel
+// rows, with Z and the activation; with AVX2 the scratch block goes there after the last one.
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "conv/conv_avx2.h"
 #include "conv/conv_pack.h"
 #include "conv/conv_run.h"
 #include "conv/conv_source.h"
@@ -22,8 +24,12 @@
 namespace opforge_conv {
 namespace {
 
-constexpr int64_t kPanel = 32;   ///< output channels per packed panel (two vectors)
+constexpr int64_t kPanel = 32;   ///< output channels per packed panel (two vectors, four on AVX2)
+#if defined(__AVX512F__)
 constexpr int64_t kRows = 12;    ///< output positions per tile at most
+#else
+constexpr int64_t kRows = 3;     ///< output positions per tile at most: 12 accumulators of 16 ymm
+#endif
 constexpr int64_t kBlockK = 128; ///< K rows per block: a panel's block is 16 KB, kept in L1 beside the input lines
 constexpr int64_t kTasksPerThread = 4;
 constexpr int64_t kTaskPositions = 1024;  ///< positions per task at most: its scratch (128 KB) stays in L2
@@ -40,13 +46,17 @@ ConvShape packed_shape(const Ctx& ctx) {
   ConvShape s;
   s.w = opforge_nn::forward_window(ctx, x, kernel);
   s.n = x.size(0), s.c = x.size(1), s.m = ctx.template attr<int64_t>("M");
-  s.group = 1, s.cg = s.c, s.mg = s.m;
+  s.group = ctx.template attr<int64_t>("group");
   OPFORGE_CHECK(s.m > 0, "attribute M must be positive, got ", s.m);
+  OPFORGE_CHECK(s.group > 0 && s.m % s.group == 0 && (s.c < 0 || s.c % s.group == 0), "attribute group ", s.group,
+                " must divide M=", s.m, " and X's channels ", s.c);
+  s.cg = s.c < 0 ? -1 : s.c / s.group, s.mg = s.m / s.group;
+  const int64_t panels = s.group * ((s.mg + kPanel - 1) / kPanel);
   OPFORGE_CHECK(w.ndim() == 3 && w.size(2) == kPanel, "input W must be packed as (panels, K, ", kPanel, ")");
-  OPFORGE_CHECK(w.size(0) < 0 || w.size(0) == (s.m + kPanel - 1) / kPanel, "input W has ", w.size(0),
-                " panels; M=", s.m, " needs ", (s.m + kPanel - 1) / kPanel);
-  OPFORGE_CHECK(s.c < 0 || w.size(1) < 0 || w.size(1) == s.c * s.w.k_size(), "packed W has K=", w.size(1),
-                " but X's channels times the kernel's taps are ", s.c * s.w.k_size());
+  OPFORGE_CHECK(w.size(0) < 0 || w.size(0) == panels, "input W has ", w.size(0), " panels; M=", s.m, " in ",
+                s.group, " group(s) needs ", panels);
+  OPFORGE_CHECK(s.cg < 0 || w.size(1) < 0 || w.size(1) == s.cg * s.w.k_size(), "packed W has K=", w.size(1),
+                " but a group's channels times the kernel's taps are ", s.cg * s.w.k_size());
   if (ctx.has_input(2)) {
     const Tensor b = ctx.input(2);
     OPFORGE_CHECK(b.ndim() == 1 && (b.size(0) < 0 || b.size(0) == s.m), "bias B must have shape (", s.m, ")");
@@ -73,13 +83,15 @@ int64_t packed_conv_workspace(InferContext& ctx) {
   return src.copied && s.n >= 0 && s.c >= 0 ? s.n * s.c * src.channel() * int64_t(sizeof(float)) : 0;
 }
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 
-/// Up to 12 positions (rows) of one output row, where row r reads a[r] at each k's offset.
+/// Up to kRows positions (rows) of one output row, where row r reads a[r] at each k's offset.
 struct RowBlock {
   int64_t src, y;  ///< offset of its first position in the source plane, and in Y's plane
   int rows;
 };
+
+#if defined(__AVX512F__)
 
 /// v[0, 16) transposed in place: lane j of v[i] becomes lane i of v[j] (four rounds of shuffles,
 /// 64 in all). The all-lanes masked forms spare GCC 12 an undefined source operand it warns of.
@@ -191,6 +203,79 @@ void run_tile(int rows, const float* a, const int64_t* koff, const float* b, int
   }
 }
 
+#else
+
+/// T rows [0, R) (32 floats each) (+)= the block's positions x the panel's kc rows: four
+/// vectors of channels per position, 12 accumulators at most; the first block starts from the
+/// panel's bias. The sums stay in T; store_panel moves them into Y after the last block.
+template <int R>
+void tile(const float* a, const int64_t* koff, const float* b, int64_t kc, float* t, const float* bias) {
+  __m256 acc[R][4];
+#pragma GCC unroll 3
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int h = 0; h < 4; ++h) acc[r][h] = _mm256_loadu_ps(bias ? bias + 8 * h : t + r * kPanel + 8 * h);
+  for (int64_t k = 0; k < kc; ++k, b += kPanel) {
+    _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchRows * kPanel), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchRows * kPanel + 16), _MM_HINT_T0);
+    const float* ak = a + koff[k];
+    __m256 av[R];
+#pragma GCC unroll 3
+    for (int r = 0; r < R; ++r) av[r] = _mm256_broadcast_ss(ak + r);
+#pragma GCC unroll 4
+    for (int h = 0; h < 4; ++h) {
+      // loaded once into a register: GCC would fold the load into each of the R FMAs, and
+      // three loads per FMA pair left the tile waiting on the load ports
+      __m256 bv = _mm256_loadu_ps(b + 8 * h);
+      __asm__("" : "+x"(bv));
+#pragma GCC unroll 3
+      for (int r = 0; r < R; ++r) acc[r][h] = _mm256_fmadd_ps(av[r], bv, acc[r][h]);
+    }
+  }
+#pragma GCC unroll 3
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int h = 0; h < 4; ++h) _mm256_storeu_ps(t + r * kPanel + 8 * h, acc[r][h]);
+}
+
+void run_tile(int rows, const float* a, const int64_t* koff, const float* b, int64_t kc, float* t, const float* bias) {
+  switch (rows) {
+    case 1: return tile<1>(a, koff, b, kc, t, bias);
+    case 2: return tile<2>(a, koff, b, kc, t, bias);
+    default: return tile<3>(a, koff, b, kc, t, bias);
+  }
+}
+
+/// Output channels [0, count) of a panel's sums T (positions rows of 32 floats) into Y's channel
+/// rows (`pitch` floats apart, the positions consecutive from y), 8 x 8 blocks transposed in
+/// registers, with Z (laid out as Y, possibly Y itself) and the register activation.
+void store_panel(const float* t, int64_t positions, int count, float* y, const float* z, int64_t pitch,
+                 const Epilogue& e, bool act) {
+  for (int64_t p0 = 0; p0 < positions; p0 += avx2::kLanes) {
+    const int64_t n = std::min<int64_t>(avx2::kLanes, positions - p0);
+    const __m256i mask = avx2::first_lanes(n);
+    for (int c0 = 0; c0 < count; c0 += avx2::kLanes) {
+      __m256 v[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) v[i] = i < n ? _mm256_loadu_ps(t + (p0 + i) * kPanel + c0) : _mm256_setzero_ps();
+      avx2::transpose8(v);
+      for (int j = 0; j < std::min(avx2::kLanes, count - c0); ++j) {
+        const int64_t at = (c0 + j) * pitch + p0;
+        __m256 out = v[j];
+        if (n == avx2::kLanes) {
+          if (z) out = _mm256_add_ps(out, _mm256_loadu_ps(z + at));
+          _mm256_storeu_ps(y + at, act ? avx2::activate(out, e) : out);
+        } else {
+          if (z) out = _mm256_add_ps(out, _mm256_maskload_ps(z + at, mask));
+          _mm256_maskstore_ps(y + at, mask, act ? avx2::activate(out, e) : out);
+        }
+      }
+    }
+  }
+}
+
+#endif  // __AVX512F__
+
 /// Each output row cut into near-equal blocks of at most kRows positions.
 std::vector<RowBlock> row_blocks(const Window& w, const Source& src) {
   std::vector<RowBlock> out;
@@ -208,13 +293,31 @@ std::vector<RowBlock> row_blocks(const Window& w, const Source& src) {
 struct Job {
   const ConvShape& s;
   const float *src, *w, *z;
-  std::vector<float> bias;    ///< per output channel, zero past M (and where B is absent)
+  std::vector<float> bias;    ///< per panel row, zero past each group's M (and where B is absent)
   int64_t cstride, k;
-  std::vector<int64_t> koff;  ///< per k = (channel, tap): its offset from a position
+  std::vector<int64_t> koff;  ///< per k = (channel of the group, tap): its offset from a position
   std::vector<RowBlock> blocks;
   float* y;
   const Epilogue& e;
+  int64_t panels_per_group() const { return (s.mg + kPanel - 1) / kPanel; }
 };
+
+/// What panel `panel` (of every group's panels, group by group) of image `image` reads and
+/// writes: its group's input channels, its weights and bias, its first output row, its rows.
+struct PanelRef {
+  const float *src, *w, *bias;
+  int64_t first_row;
+  int count;
+};
+
+PanelRef panel_ref(const Job& job, int64_t image, int64_t panel) {
+  const int64_t g = panel / job.panels_per_group(), m = (panel % job.panels_per_group()) * kPanel;
+  return {job.src + (image * job.s.c + g * job.s.cg) * job.cstride, job.w + panel * job.k * kPanel,
+          job.bias.data() + panel * kPanel, (image * job.s.m + g * job.s.mg + m) * job.s.w.out_size(),
+          int(std::min(kPanel, job.s.mg - m))};
+}
+
+#if defined(__AVX512F__)
 
 /// Panel `panel` of image `image` at row blocks [b0, b1): every K block, the last one stored
 /// into Y by the tiles themselves, then the activations not applied in registers.
@@ -224,11 +327,11 @@ void run_task(const Job& job, int64_t image, int64_t panel, int64_t b0, int64_t 
   for (int64_t b = b0; b < b1; ++b) positions += job.blocks[size_t(b)].rows;
   // the sums between K blocks; grown, never shrunk (growing zeroes what the first block writes)
   if (scratch.size() < size_t(positions * kPanel)) scratch.resize(size_t(positions * kPanel));
-  const float* src = job.src + image * job.s.c * job.cstride;
-  const float* wp = job.w + panel * job.k * kPanel;
-  const int64_t m0 = panel * kPanel, p = job.s.w.out_size(), first_row = (image * job.s.m + m0) * p;
-  const bool act = tiles::in_register(job.e.act);
-  Finish f{nullptr, nullptr, p, int(std::min(kPanel, job.s.m - m0)), &job.e, act && job.e.act != Activation::None};
+  const PanelRef ref = panel_ref(job, image, panel);
+  const float *src = ref.src, *wp = ref.w;
+  const int64_t p = job.s.w.out_size(), first_row = ref.first_row;
+  const bool act = in_register(job.e.act);
+  Finish f{nullptr, nullptr, p, ref.count, &job.e, act && job.e.act != Activation::None};
   for (int64_t k0 = 0; k0 < job.k; k0 += kBlockK) {
     const int64_t kc = std::min(kBlockK, job.k - k0);
     const bool last = k0 + kc >= job.k;
@@ -237,8 +340,8 @@ void run_task(const Job& job, int64_t image, int64_t panel, int64_t b0, int64_t 
       const RowBlock& rb = job.blocks[size_t(b)];
       f.y = job.y + first_row + rb.y;
       f.z = job.z ? job.z + first_row + rb.y : nullptr;
-      run_tile(rb.rows, src + rb.src, job.koff.data() + k0, wp + k0 * kPanel, kc, t,
-               k0 == 0 ? job.bias.data() + m0 : nullptr, last ? &f : nullptr);
+      run_tile(rb.rows, src + rb.src, job.koff.data() + k0, wp + k0 * kPanel, kc, t, k0 == 0 ? ref.bias : nullptr,
+               last ? &f : nullptr);
       t += rb.rows * kPanel;
     }
   }
@@ -246,6 +349,38 @@ void run_task(const Job& job, int64_t image, int64_t panel, int64_t b0, int64_t 
     for (const RowBlock* rb = &job.blocks[size_t(b0)]; rb != job.blocks.data() + b1; ++rb)
       activate_rows(job.e, job.y + first_row, p, f.count, rb->y, rb->y + rb->rows);
 }
+
+#else
+
+/// Panel `panel` of image `image` at row blocks [b0, b1) (consecutive positions of Y): every K
+/// block into the scratch sums, which then go into Y, then the activations not applied in
+/// registers.
+void run_task(const Job& job, int64_t image, int64_t panel, int64_t b0, int64_t b1) {
+  thread_local std::vector<float> scratch;
+  int64_t positions = 0;
+  for (int64_t b = b0; b < b1; ++b) positions += job.blocks[size_t(b)].rows;
+  if (scratch.size() < size_t(positions * kPanel)) scratch.resize(size_t(positions * kPanel));
+  const PanelRef ref = panel_ref(job, image, panel);
+  const int64_t p = job.s.w.out_size(), first_row = ref.first_row;
+  for (int64_t k0 = 0; k0 < job.k; k0 += kBlockK) {
+    const int64_t kc = std::min(kBlockK, job.k - k0);
+    float* t = scratch.data();
+    for (int64_t b = b0; b < b1; ++b) {
+      const RowBlock& rb = job.blocks[size_t(b)];
+      run_tile(rb.rows, ref.src + rb.src, job.koff.data() + k0, ref.w + k0 * kPanel, kc, t,
+               k0 == 0 ? ref.bias : nullptr);
+      t += rb.rows * kPanel;
+    }
+  }
+  const int count = ref.count;
+  const int64_t y0 = first_row + job.blocks[size_t(b0)].y;
+  const bool act = in_register(job.e.act);
+  store_panel(scratch.data(), positions, count, job.y + y0, job.z ? job.z + y0 : nullptr, p, job.e,
+              act && job.e.act != Activation::None);
+  if (!act) activate_rows(job.e, job.y + first_row, p, count, y0 - first_row, y0 - first_row + positions);
+}
+
+#endif  // __AVX512F__
 
 void packed_conv_compute(KernelContext& ctx) {
   OPFORGE_KERNEL_PATH("conv.packed");
@@ -257,9 +392,9 @@ void packed_conv_compute(KernelContext& ctx) {
   std::vector<float> aside;  // Y planned over X, which the tiles read to the end: computed aside
   if (xb < yb + y.nbytes() && yb < xb + x.nbytes()) aside.resize(size_t(y.numel()));
   const Source src = source_for(s.w);
-  const int64_t panels = (s.m + kPanel - 1) / kPanel;
+  const int64_t per_group = (s.mg + kPanel - 1) / kPanel, panels = s.group * per_group;
   Job job{s, x.data<float>(), ctx.input(1).data<float>(), ctx.has_input(3) ? ctx.input(3).data<float>() : nullptr,
-          std::vector<float>(size_t(panels * kPanel), 0.f), src.channel(), s.c * s.w.k_size(), {}, {},
+          std::vector<float>(size_t(panels * kPanel), 0.f), src.channel(), s.cg * s.w.k_size(), {}, {},
           aside.empty() ? y.data<float>() : aside.data(), e};
   if (src.copied) {
     OPFORGE_CHECK(ctx.workspace_bytes() >= s.n * s.c * src.channel() * int64_t(sizeof(float)),
@@ -268,7 +403,7 @@ void packed_conv_compute(KernelContext& ctx) {
     copy_source(ctx, s.w, src, s.n * s.c, job.src, copy);
     job.src = copy;
   }
-  for (int64_t c = 0; c < s.c; ++c)
+  for (int64_t c = 0; c < s.cg; ++c)
     for (int64_t kd = 0; kd < s.w.k[0]; ++kd)
       for (int64_t kh = 0; kh < s.w.k[1]; ++kh)
         for (int64_t kw = 0; kw < s.w.k[2]; ++kw) {
@@ -276,7 +411,9 @@ void packed_conv_compute(KernelContext& ctx) {
           job.koff.push_back(c * job.cstride + src.tap_offset(s.w, k));
         }
   job.blocks = row_blocks(s.w, src);
-  if (ctx.has_input(2)) std::copy_n(ctx.input(2).data<float>(), s.m, job.bias.begin());
+  if (ctx.has_input(2))
+    for (int64_t g = 0; g < s.group; ++g)
+      std::copy_n(ctx.input(2).data<float>() + g * s.mg, s.mg, job.bias.begin() + g * per_group * kPanel);
   const int64_t nb = int64_t(job.blocks.size());
   const int64_t units = s.n * panels, want = ctx.num_threads() > 1 ? ctx.num_threads() * kTasksPerThread : 1;
   // Where the packed weights outweigh the maps, tasks go panel by panel, so each thread streams
@@ -301,10 +438,11 @@ void packed_conv_compute(KernelContext& ctx) {
 #else
 
 void packed_conv_compute(KernelContext&) {
-  throw opforge::Error("PackedConv needs a CPU with AVX-512F (the session packs conv weights only there)");
+  throw opforge::Error("PackedConv needs a kernel build with AVX-512F or AVX2 + FMA (the session packs conv "
+                       "weights only there)");
 }
 
-#endif  // __AVX512F__
+#endif  // __AVX512F__ or __AVX2__ with __FMA__
 
 }  // namespace
 }  // namespace opforge_conv
@@ -312,8 +450,9 @@ void packed_conv_compute(KernelContext&) {
 OPFORGE_OP(PackedConv)
     .domain("com.opforge")
     .since(1)
-    .doc("A float32 convolution of one group, Y = activation(Conv(X, W) + B + Z), with W packed by the session "
-         "as (ceil(M / 32), C x taps, 32) panels of output channels; attributes as FusedConv's.")
+    .doc("A float32 convolution, Y = activation(Conv(X, W) + B + Z), with W packed by the session as "
+         "(group x ceil(M / group / 32), C / group x taps, 32) panels of each group's output channels; "
+         "attributes as FusedConv's.")
     .input("X", {opforge::f32})
     .input("W", {opforge::f32})
     .optional_input("B", {opforge::f32})
@@ -321,6 +460,7 @@ OPFORGE_OP(PackedConv)
     .output("Y")
     .required_attr("M", opforge::AttrType::Int, "output channels (the packed panels are padded to 32)")
     .required_attr("kernel_shape", opforge::AttrType::Ints, "the kernel's spatial dims")
+    .attr("group", int64_t(1), "groups of input and output channels, each packed into panels of its own")
     .attr("activation", "", "Relu, Tanh, Sigmoid, LeakyRelu, Clip, HardSigmoid, or empty for none")
     .optional_attr("activation_params", opforge::AttrType::Floats,
                    "LeakyRelu: alpha; Clip: min, max; HardSigmoid: alpha, beta")

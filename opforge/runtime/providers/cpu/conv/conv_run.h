@@ -95,6 +95,12 @@ struct Epilogue {
   }
 };
 
+/// The activations cheap enough to apply in registers; Sigmoid and Tanh run after the store.
+inline bool in_register(Activation a) {
+  return a == Activation::None || a == Activation::Relu || a == Activation::LeakyRelu ||
+         a == Activation::Clip || a == Activation::HardSigmoid;
+}
+
 /// The epilogue of FusedConv's (onnxruntime's) activation name and activation_params; throws
 /// for an unknown name or too few parameters.
 Epilogue epilogue_of(const std::string& name, const std::vector<float>& params);
@@ -128,8 +134,9 @@ int64_t conv_gemm_f32_workspace(const ConvShape& s);
 bool conv_gemm_f32(KernelContext& ctx, const ConvShape& s, const float* x, const float* w, const float* bias,
                    const float* z, float* y, const Epilogue& e);
 
-/// The float32 depthwise convolution of 2-D convs with stride 1, or 2 along rows, on AVX-512;
-/// false when it does not apply (the generic loop then runs).
+/// The float32 depthwise convolution of 2-D convs with stride 1, or 2 along rows, on AVX-512
+/// (conv_depthwise_f32.cpp) or AVX2 + FMA (conv_depthwise_avx2.cpp); false when it does not
+/// apply (the generic loop then runs).
 bool conv_depthwise_f32(KernelContext& ctx, const ConvShape& s, const float* x, const float* w, const float* bias,
                         const float* z, float* y, const Epilogue& e);
 

@@ -44,11 +44,7 @@ struct TileArgs {
   int64_t taps = 1, cstride = 0;
 };
 
-/// The activations cheap enough to apply in registers; Sigmoid and Tanh run after the store.
-inline bool in_register(Activation a) {
-  return a == Activation::None || a == Activation::Relu || a == Activation::LeakyRelu ||
-         a == Activation::Clip || a == Activation::HardSigmoid;
-}
+using opforge_conv::in_register;
 
 // max / min with every lane selected: GCC 12's unmasked forms warn of an uninitialised operand.
 // Each returns its second operand where either is NaN, so NaN passes through as it does in

@@ -20,11 +20,11 @@
 
 namespace opforge_nn {
 
-#if !defined(__AVX512F__)
+#if !defined(__AVX512F__) && !defined(__AVX2__)
 
 bool pool_f32(KernelContext&, const PoolPlan&, bool, bool) { return false; }
 
-#else
+#elif defined(__AVX512F__)  // AVX2 builds: pool_avx2.cpp
 
 namespace {
 

@@ -1,4 +1,5 @@
-// pool_f32.h: the AVX-512 path of 2-D float32 MaxPool and AveragePool (pool_f32.cpp).
+// pool_f32.h: the SIMD paths of 1-D/2-D float32 MaxPool and AveragePool: AVX-512 (pool_f32.cpp) and
+// AVX2 (pool_avx2.cpp).
 #pragma once
 
 #include "pool/pool_window.h"

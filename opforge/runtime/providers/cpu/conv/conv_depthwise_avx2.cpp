@@ -1,0 +1,154 @@
+// conv_depthwise_avx2.cpp: float32 depthwise convolution (one input channel per group) with
+// AVX2 + FMA, for builds without AVX-512 (conv_depthwise_f32.cpp has those). One output plane per
+// task over a zero-padded copy of its input plane, so no tap needs a bounds check; the outputs
+// run 8 to a vector along each output row, four vectors in flight (across rows on small maps),
+// each tap's weight broadcast once for them. Stride 2 along rows picks every other float of two
+// loads. Bias, Z and the activation are applied in registers.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "common/kernel_paths.h"
+#include "conv/conv_avx2.h"
+#include "conv/conv_run.h"
+
+namespace opforge_conv {
+
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+
+namespace {
+
+using avx2::kLanes;
+
+constexpr int64_t kMaxTaps = 64;  ///< kernels up to 8x8 keep their weights on the stack
+constexpr int kGroup = 4;         ///< output vectors in flight: each tap's FMAs are independent
+
+/// The zero-padded copy of one input plane: large enough for every window, `slack` floats after
+/// it for the last vectors' loads (their lanes past the row are never stored).
+struct Padded {
+  int64_t ph, pw, slack;
+  std::vector<int64_t> tapoff;  ///< per tap (kh, kw): its offset in the padded plane
+  int64_t size() const { return ph * pw + slack; }
+};
+
+/// One output vector: where its tap-0 inputs start in the padded plane, where its lanes go in
+/// the output plane, and how many there are.
+struct OutVector {
+  int64_t src, y;
+  int lanes;
+};
+
+Padded padded_for(const Window& w) {
+  Padded p;
+  p.ph = std::max(w.in[1] + w.pad[1] + w.pad_end[1], (w.out[1] - 1) * w.stride[1] + (w.k[1] - 1) * w.dil[1] + 1);
+  p.pw = std::max(w.in[2] + w.pad[2] + w.pad_end[2], (w.out[2] - 1) * w.stride[2] + (w.k[2] - 1) * w.dil[2] + 1);
+  p.slack = 2 * kLanes * w.stride[2] + kLanes;
+  for (int64_t kh = 0; kh < w.k[1]; ++kh)
+    for (int64_t kw = 0; kw < w.k[2]; ++kw) p.tapoff.push_back(kh * w.dil[1] * p.pw + kw * w.dil[2]);
+  return p;
+}
+
+std::vector<OutVector> out_vectors(const Window& w, const Padded& p) {
+  std::vector<OutVector> out;
+  for (int64_t oh = 0; oh < w.out[1]; ++oh)
+    for (int64_t ow = 0; ow < w.out[2]; ow += kLanes)
+      out.push_back({oh * w.stride[1] * p.pw + ow * w.stride[2], oh * w.out[2] + ow,
+                     int(std::min<int64_t>(kLanes, w.out[2] - ow))});
+  return out;
+}
+
+/// Copies plane x into the interior of the padded buffer, whose border stays zero.
+void copy_interior(const Window& w, const Padded& p, const float* x, float* out) {
+  for (int64_t h = 0; h < w.in[1]; ++h)
+    std::memcpy(out + (h + w.pad[1]) * p.pw + w.pad[2], x + h * w.in[2], size_t(w.in[2]) * sizeof(float));
+}
+
+/// The 8 inputs of one tap for consecutive outputs: consecutive floats (step 1) or every other.
+template <int Step>
+__attribute__((always_inline)) inline __m256 taps(const float* src) {
+  if constexpr (Step == 1) {
+    return _mm256_loadu_ps(src);
+  } else {
+    const __m256 pairs = _mm256_shuffle_ps(_mm256_loadu_ps(src), _mm256_loadu_ps(src + kLanes), 0x88);
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(pairs), 0xD8));
+  }
+}
+
+/// One plane: the output vectors kGroup at a time. Taps is the tap count when fixed at compile
+/// time (3x3, 5x5), else 0.
+template <int Step, int Taps>
+void run_plane(const Padded& p, const std::vector<OutVector>& vecs, const float* xp, const __m256* wv, float bias,
+               const float* z, const Epilogue& e, bool act, float* y) {
+  const int64_t n = Taps > 0 ? Taps : int64_t(p.tapoff.size());
+  const int64_t* off = p.tapoff.data();
+  for (size_t v0 = 0; v0 < vecs.size(); v0 += kGroup) {
+    const int g = int(std::min<size_t>(kGroup, vecs.size() - v0));
+    __m256 acc[kGroup];
+    const float* src[kGroup];
+#pragma GCC unroll 4
+    for (int i = 0; i < kGroup; ++i) {
+      acc[i] = _mm256_set1_ps(bias);
+      src[i] = xp + vecs[v0 + size_t(std::min(i, g - 1))].src;
+    }
+#pragma GCC unroll 25
+    for (int64_t t = 0; t < n; ++t)
+#pragma GCC unroll 4
+      for (int i = 0; i < kGroup; ++i) acc[i] = _mm256_fmadd_ps(wv[t], taps<Step>(src[i] + off[t]), acc[i]);
+    for (int i = 0; i < g; ++i) {
+      const OutVector& v = vecs[v0 + size_t(i)];
+      __m256 out = acc[i];
+      if (v.lanes == kLanes) {
+        if (z != nullptr) out = _mm256_add_ps(out, _mm256_loadu_ps(z + v.y));
+        _mm256_storeu_ps(y + v.y, act ? avx2::activate(out, e) : out);
+      } else {
+        const __m256i m = avx2::first_lanes(v.lanes);
+        if (z != nullptr) out = _mm256_add_ps(out, _mm256_maskload_ps(z + v.y, m));
+        _mm256_maskstore_ps(y + v.y, m, act ? avx2::activate(out, e) : out);
+      }
+    }
+  }
+}
+
+using PlaneRun = void (*)(const Padded&, const std::vector<OutVector>&, const float*, const __m256*, float,
+                          const float*, const Epilogue&, bool, float*);
+
+template <int Step>
+PlaneRun plane_run(int64_t taps) {
+  return taps == 9 ? run_plane<Step, 9> : taps == 25 ? run_plane<Step, 25> : run_plane<Step, 0>;
+}
+
+}  // namespace
+
+bool conv_depthwise_f32(KernelContext& ctx, const ConvShape& s, const float* x, const float* wt, const float* bias,
+                        const float* z, float* y, const Epilogue& e) {
+  const Window& w = s.w;
+  const bool fits = w.in[0] == 1 && w.k[0] == 1 && w.out[0] == 1 && (w.stride[2] == 1 || w.stride[2] == 2);
+  if (!fits || w.k_size() > kMaxTaps) return false;
+  OPFORGE_KERNEL_PATH("conv.depthwise.padded");
+  const Padded p = padded_for(w);
+  const std::vector<OutVector> vecs = out_vectors(w, p);
+  const int64_t taps = w.k_size(), out = w.out_size();
+  const PlaneRun run = w.stride[2] == 1 ? plane_run<1>(taps) : plane_run<2>(taps);
+  const bool act = in_register(e.act);
+  auto input = [&](int64_t plane) { return x + ((plane / s.m) * s.c + (plane % s.m) / s.mg) * w.in_size(); };
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, out * taps));
+  ctx.parallel_for(s.n * s.m, grain, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> padded;
+    padded.assign(size_t(p.size()), 0.f);
+    for (int64_t plane = begin; plane < end; ++plane) {
+      copy_interior(w, p, input(plane), padded.data());
+      const int64_t mm = plane % s.m;
+      __m256 wv[kMaxTaps];
+      for (int64_t t = 0; t < taps; ++t) wv[t] = _mm256_set1_ps(wt[mm * taps + t]);
+      float* yp = y + plane * out;
+      run(p, vecs, padded.data(), wv, bias != nullptr ? bias[mm] : 0.f, z != nullptr ? z + plane * out : nullptr, e,
+          act && e.act != Activation::None, yp);
+      if (!act) activate_rows(e, yp, out, 1, 0, out);
+    }
+  });
+  return true;
+}
+
+#endif  // __AVX2__ && __FMA__ && !__AVX512F__
+
+}  // namespace opforge_conv

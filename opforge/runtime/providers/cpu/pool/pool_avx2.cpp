@@ -1,0 +1,198 @@
+// pool_avx2.cpp: float32 1-D/2-D MaxPool (without Indices) and AveragePool with AVX2, for builds
+// without AVX-512 (pool_f32.cpp has those). Each plane is copied into a buffer padded with the
+// reduction's identity (-inf for max, 0 for the mean), so no tap needs a bounds check; outputs
+// run 8 to a vector along each output row, four vectors in flight (across rows on small maps),
+// stride 2 picking every other float of two loads. The mean multiplies by each output's inverse
+// tap count, worked out once per call. A window covering the whole plane is a plain reduction.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "common/kernel_paths.h"
+#include "pool/pool_f32.h"
+
+#if defined(__AVX2__) && !defined(__AVX512F__)
+
+#include <immintrin.h>
+
+namespace opforge_nn {
+
+namespace {
+
+constexpr int64_t kLanes = 8;
+constexpr int kGroup = 4;  ///< output vectors in flight
+
+/// Lanes [0, n) set, as maskload / maskstore take them.
+inline __m256i first_lanes(int64_t n) {
+  const int c = n <= 0 ? 0 : n >= kLanes ? int(kLanes) : int(n);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/// max: a NaN already in acc stays (as pool_f32.cpp's AVX-512 path combines).
+template <bool Max>
+__attribute__((always_inline)) inline __m256 combine(__m256 acc, __m256 v) {
+  return Max ? _mm256_max_ps(v, acc) : _mm256_add_ps(acc, v);
+}
+
+/// The padded copy of a plane (large enough for every window, ceil_mode's last ones included),
+/// with `slack` floats after it for the last vectors' loads, and each tap's offset in it.
+struct Padded {
+  int64_t ph, pw, slack;
+  std::vector<int64_t> tapoff;
+  int64_t size() const { return ph * pw + slack; }
+};
+
+/// One output vector: its tap-0 inputs in the padded plane, its first output, its lane count.
+struct OutVector {
+  int64_t src, y;
+  int lanes;
+};
+
+Padded padded_for(const Window& w) {
+  Padded p;
+  p.ph = std::max(w.in[1] + w.pad[1] + w.pad_end[1], (w.out[1] - 1) * w.stride[1] + (w.k[1] - 1) * w.dil[1] + 1);
+  p.pw = std::max(w.in[2] + w.pad[2] + w.pad_end[2], (w.out[2] - 1) * w.stride[2] + (w.k[2] - 1) * w.dil[2] + 1);
+  p.slack = 2 * kLanes * w.stride[2] + kLanes;
+  for (int64_t kh = 0; kh < w.k[1]; ++kh)
+    for (int64_t kw = 0; kw < w.k[2]; ++kw) p.tapoff.push_back(kh * w.dil[1] * p.pw + kw * w.dil[2]);
+  return p;
+}
+
+std::vector<OutVector> out_vectors(const Window& w, const Padded& p) {
+  std::vector<OutVector> out;
+  for (int64_t oh = 0; oh < w.out[1]; ++oh)
+    for (int64_t ow = 0; ow < w.out[2]; ow += kLanes)
+      out.push_back({oh * w.stride[1] * p.pw + ow * w.stride[2], oh * w.out[2] + ow,
+                     int(std::min<int64_t>(kLanes, w.out[2] - ow))});
+  return out;
+}
+
+/// 1 / taps counted per output (inside the input, or inside the padded input with include_pad).
+std::vector<float> inverse_counts(const PoolPlan& plan, bool include_pad) {
+  const AxisTaps &th = plan.taps[1], &tw = plan.taps[2];
+  std::vector<float> inv(size_t(plan.w.out[1] * plan.w.out[2]));
+  for (int64_t oh = 0; oh < plan.w.out[1]; ++oh)
+    for (int64_t ow = 0; ow < plan.w.out[2]; ++ow) {
+      const int64_t n = include_pad ? th.padded[oh] * tw.padded[ow] : (th.hi[oh] - th.lo[oh]) * (tw.hi[ow] - tw.lo[ow]);
+      inv[size_t(oh * plan.w.out[2] + ow)] = n > 0 ? 1.f / float(n) : 0.f;
+    }
+  return inv;
+}
+
+template <int Step>
+__attribute__((always_inline)) inline __m256 taps(const float* src) {
+  if constexpr (Step == 1) {
+    return _mm256_loadu_ps(src);
+  } else {
+    const __m256 pairs = _mm256_shuffle_ps(_mm256_loadu_ps(src), _mm256_loadu_ps(src + kLanes), 0x88);
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(pairs), 0xD8));
+  }
+}
+
+/// One plane from its padded copy: the output vectors kGroup at a time. Taps: the tap count
+/// when fixed at compile time (2x2, 3x3), else 0.
+template <int Step, int Taps, bool Max>
+void run_plane(const Padded& p, const std::vector<OutVector>& vecs, const float* xp, const float* inv, float* y) {
+  const int64_t n = Taps > 0 ? Taps : int64_t(p.tapoff.size());
+  const int64_t* off = p.tapoff.data();
+  const __m256 fill = _mm256_set1_ps(Max ? -std::numeric_limits<float>::infinity() : 0.f);
+  for (size_t v0 = 0; v0 < vecs.size(); v0 += kGroup) {
+    const int g = int(std::min<size_t>(kGroup, vecs.size() - v0));
+    __m256 acc[kGroup];
+    const float* src[kGroup];
+#pragma GCC unroll 4
+    for (int i = 0; i < kGroup; ++i) {
+      acc[i] = fill;
+      src[i] = xp + vecs[v0 + size_t(std::min(i, g - 1))].src;
+    }
+#pragma GCC unroll 9
+    for (int64_t t = 0; t < n; ++t)
+#pragma GCC unroll 4
+      for (int i = 0; i < kGroup; ++i) acc[i] = combine<Max>(acc[i], taps<Step>(src[i] + off[t]));
+    for (int i = 0; i < g; ++i) {
+      const OutVector& v = vecs[v0 + size_t(i)];
+      if (v.lanes == kLanes) {
+        _mm256_storeu_ps(y + v.y, Max ? acc[i] : _mm256_mul_ps(acc[i], _mm256_loadu_ps(inv + v.y)));
+      } else {
+        const __m256i m = first_lanes(v.lanes);
+        _mm256_maskstore_ps(y + v.y, m, Max ? acc[i] : _mm256_mul_ps(acc[i], _mm256_maskload_ps(inv + v.y, m)));
+      }
+    }
+  }
+}
+
+using PlaneRun = void (*)(const Padded&, const std::vector<OutVector>&, const float*, const float*, float*);
+
+template <int Step, bool Max>
+PlaneRun plane_run(int64_t taps) {
+  return taps == 4 ? run_plane<Step, 4, Max> : taps == 9 ? run_plane<Step, 9, Max> : run_plane<Step, 0, Max>;
+}
+
+float reduce_plane(const float* x, int64_t n, bool max) {
+  const __m256 fill = _mm256_set1_ps(max ? -std::numeric_limits<float>::infinity() : 0.f);
+  __m256 acc[4] = {fill, fill, fill, fill};
+  int64_t i = 0;
+  for (; i + 4 * kLanes <= n; i += 4 * kLanes)
+    for (int j = 0; j < 4; ++j) {
+      const __m256 v = _mm256_loadu_ps(x + i + j * kLanes);
+      acc[j] = max ? combine<true>(acc[j], v) : combine<false>(acc[j], v);
+    }
+  for (; i < n; i += kLanes) {
+    const __m256i m = first_lanes(n - i);
+    const __m256 v = _mm256_blendv_ps(fill, _mm256_maskload_ps(x + i, m), _mm256_castsi256_ps(m));
+    acc[0] = max ? combine<true>(acc[0], v) : combine<false>(acc[0], v);
+  }
+  for (int j = 1; j < 4; ++j) acc[0] = max ? combine<true>(acc[0], acc[j]) : combine<false>(acc[0], acc[j]);
+  alignas(32) float lanes[kLanes];
+  _mm256_store_ps(lanes, acc[0]);
+  float r = lanes[0];
+  for (int j = 1; j < kLanes; ++j) r = max ? (lanes[j] > r ? lanes[j] : r) : r + lanes[j];
+  return r;
+}
+
+bool is_global(const Window& w) {
+  return w.out_size() == 1 && w.k[1] == w.in[1] && w.k[2] == w.in[2] && w.pad[1] == 0 && w.pad[2] == 0 &&
+         w.dil[1] == 1 && w.dil[2] == 1;
+}
+
+}  // namespace
+
+bool pool_f32(KernelContext& ctx, const PoolPlan& plan, bool max, bool include_pad) {
+  const Window& w = plan.w;
+  if (!(w.in[0] == 1 && w.k[0] == 1 && w.out[0] == 1 && (w.stride[2] == 1 || w.stride[2] == 2))) return false;
+  const float* x = ctx.input(0).data<float>();
+  float* y = ctx.output(0).data<float>();
+  const int64_t in = w.in_size(), out = w.out_size();
+  if (is_global(w)) {
+    OPFORGE_KERNEL_PATH("pool.global");
+    ctx.parallel_for(plan.planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in)), [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) y[c] = reduce_plane(x + c * in, in, max) / (max ? 1.f : float(in));
+    });
+    return true;
+  }
+  OPFORGE_KERNEL_PATH("pool.padded");
+  const Padded p = padded_for(w);
+  const std::vector<OutVector> vecs = out_vectors(w, p);
+  const std::vector<float> inv = max ? std::vector<float>() : inverse_counts(plan, include_pad);
+  const int64_t taps = w.k_size();
+  const PlaneRun run = w.stride[2] == 1 ? (max ? plane_run<1, true>(taps) : plane_run<1, false>(taps))
+                                        : (max ? plane_run<2, true>(taps) : plane_run<2, false>(taps));
+  const float fill = max ? -std::numeric_limits<float>::infinity() : 0.f;
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in + out * taps));
+  ctx.parallel_for(plan.planes, grain, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> padded;
+    padded.assign(size_t(p.size()), fill);
+    for (int64_t c = begin; c < end; ++c) {
+      const float* xc = x + c * in;
+      for (int64_t h = 0; h < w.in[1]; ++h)
+        std::memcpy(padded.data() + (h + w.pad[1]) * p.pw + w.pad[2], xc + h * w.in[2], size_t(w.in[2]) * sizeof(float));
+      run(p, vecs, padded.data(), inv.data(), y + c * out);
+    }
+  });
+  return true;
+}
+
+}  // namespace opforge_nn
+
+#endif  // __AVX2__ && !__AVX512F__
