@@ -2,7 +2,8 @@
 PyCharm open this file as a notebook; `python examples/walkthrough.py` runs it whole).
 
 Write an op, build and call it on numpy, edit a header it includes and reload in the same
-process, break it and read the error, use it in an ONNX model, profile the model.
+process, break it and read the error, use it in an ONNX model, profile the model; then make a
+mistake that compiles, let check_op point at it, fix it and reload it into the running session.
 """
 # %% A folder for the op's sources (a fresh one each run)
 import json
@@ -111,6 +112,45 @@ for key, micros in sorted(total.items(), key=lambda item: -item[1]):
 # the MatMul shows as PackedMatMul: from the extended optimization level on, its weights are packed
 # once, at session creation, for opforge's own GEMM tiles
 assert {"PackedMatMul on CPUExecutionProvider", "Swish on CPUExecutionProvider"} <= set(total), total
+
+# %% A mistake that compiles (a sign flipped in the sigmoid), reloaded into the running session
+from opforge.testing import check_op  # noqa: E402
+
+
+def swish_reference(x, beta):
+    """What Swish should compute (kOutputScale is 2 since the header edit), in numpy."""
+    return (2 * x / (1 + np.exp(-beta * x.astype(np.float64)))).astype(x.dtype)
+
+
+(work / "swish.cpp").write_text(SWISH.replace("std::exp(-beta * x[i])", "std::exp(beta * x[i])"))
+print(ops.reload())   # rebuilt; the session switches at its next run, without being recreated
+wrong, = sess.run(None, {"x": batch})
+
+# %% check_op exercises the op on every case its schema allows and points at what is wrong
+report = check_op(ops.Swish, swish_reference, atol=1e-5, rtol=1e-5, raises=False)
+print(report)
+assert not report.ok and report.failures["values"], report
+
+# %% Fix it and reload: the same session runs the fixed kernel at its next run
+(work / "swish.cpp").write_text(SWISH)
+print(ops.reload())   # the fixed source was built before: a cache hit
+check_op(ops.Swish, swish_reference, atol=1e-5, rtol=1e-5)   # raises OpCheckError, a table, if not
+out, = sess.run(None, {"x": batch})
+np.testing.assert_allclose(out, 2 * h / (1 + np.exp(-1.5 * h)), rtol=1e-5, atol=1e-5)
+assert not np.allclose(out, wrong)
+print("fixed: the session's output changed back to the right values, max change",
+      float(np.abs(out - wrong).max()))
+
+# %% Or let opforge watch the files: saving a source or a header it includes reloads the library
+import time  # noqa: E402
+
+with ops.watch() as watcher:
+    (work / "swish_params.h").write_text("constexpr float kOutputScale = 3.0f;\n")
+    deadline = time.monotonic() + 60
+    while not np.allclose(sess.run(None, {"x": batch})[0], 1.5 * out, rtol=1e-5, atol=1e-5):
+        assert time.monotonic() < deadline and watcher.last_error is None, watcher.last_error
+        time.sleep(0.01)
+print(f"saved the header; the session ran the new kernel after {watcher.reloads} reload")
 
 # %% Clean up: the sources' folder goes (the built libraries stay in opforge's cache)
 import shutil  # noqa: E402

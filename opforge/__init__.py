@@ -28,15 +28,17 @@ _RUNTIME = {
 
 
 def __getattr__(name: str):
-    if name in _RUNTIME:
-        import importlib
+    import importlib
 
+    if name in _RUNTIME:
         return getattr(importlib.import_module(_RUNTIME[name]), name)
+    if name == "testing":   # opforge.testing.check_op(...) after a plain `import opforge`
+        return importlib.import_module("opforge.testing")
     raise AttributeError(f"module 'opforge' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(list(globals()) + list(_RUNTIME))
+    return sorted(list(globals()) + list(_RUNTIME) + ["testing"])
 
 
 __all__ = ["BuildError", "CacheError", "CustomOpBuilder", "ExecutionMode", "GraphOptimizationLevel",

@@ -49,6 +49,13 @@ def build_jobs() -> int:
     return int(value) if value else (os.cpu_count() or 1) + 1
 
 
+def unload_libraries() -> bool:
+    """$OPFORGE_UNLOAD_LIBRARIES=0 keeps every op library loaded for the life of the process;
+    by default a CPU library replaced by a reload is unloaded once nothing runs or holds its
+    ops (CUDA libraries are always kept: the CUDA runtime holds their kernels)."""
+    return os.environ.get("OPFORGE_UNLOAD_LIBRARIES", "1") not in ("0", "")
+
+
 def cache_max_bytes() -> int:
     """$OPFORGE_CACHE_MAX_BYTES: `opforge cache clean --auto` evicts oldest entries above it."""
     return int(os.environ.get("OPFORGE_CACHE_MAX_BYTES", str(4 << 30)))

@@ -23,6 +23,10 @@ def test_walkthrough_runs_every_cell(tmp_path):
     assert "BuildError: " in out and "swish.cpp:9:" in out and "flaot" in out
     assert "model output checked against numpy: (32, 16)" in out
     assert "Swish on CPUExecutionProvider" in out and "us per run" in out   # the profile
+    assert "check_op(Swish, seed=0)" in out                                 # the mistake found
+    assert any(line.startswith("values") and "FAIL" in line for line in out.splitlines())
+    assert "fixed: the session's output changed back" in out                # reload() in the running session
+    assert "saved the header; the session ran the new kernel" in out        # ops.watch()
 
 
 def test_demo_runs(tmp_path):

@@ -5,9 +5,10 @@
 
 namespace {
 
-template <class T> float load(T v) { return float(v); }
+// float16 and float32 compute in float32, float64 in float64
+template <class T> T load(T v) { return v; }
 float load(opforge::float16_t v) { return opforge::to_float(v); }
-template <class T> T store(float v, T) { return T(v); }
+template <class T, class C> T store(C v, T) { return T(v); }
 opforge::float16_t store(float v, opforge::float16_t tag) { return opforge::from_float(v, tag); }
 
 void leaky_relu(opforge::KernelContext& ctx) {
@@ -19,8 +20,8 @@ void leaky_relu(opforge::KernelContext& ctx) {
     T* out = y.data<T>();
     ctx.parallel_for(x.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        float v = load(in[i]);
-        out[i] = store(v > 0.f ? v : alpha * v, T{});
+        auto v = load(in[i]);
+        out[i] = store(v > 0 ? v : decltype(v)(alpha) * v, T{});
       }
     });
   });

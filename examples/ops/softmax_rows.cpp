@@ -6,7 +6,16 @@
 
 namespace {
 
-int64_t rows_of(const opforge::Tensor& x) { return x.ndim() == 0 ? 1 : x.numel() / x.size(-1); }
+int64_t rows_of(const opforge::Tensor& x) {
+  if (x.ndim() == 0) return 1;
+  return x.size(-1) == 0 ? 0 : x.numel() / x.size(-1);
+}
+
+void infer(opforge::InferContext& ctx) {
+  const float temperature = ctx.attr<float>("temperature");
+  OPFORGE_CHECK(temperature > 0.f, "temperature must be positive, got ", temperature);
+  ctx.set_output_like(0, 0);
+}
 
 int64_t workspace(opforge::InferContext& ctx) {
   return 2 * rows_of(ctx.input(0)) * int64_t(sizeof(float));
@@ -16,7 +25,6 @@ void compute(opforge::KernelContext& ctx) {
   opforge::Tensor x = ctx.input(0), y = ctx.output(0);
   const int64_t rows = rows_of(x), cols = x.ndim() == 0 ? 1 : x.size(-1);
   const float temperature = ctx.attr<float>("temperature");
-  OPFORGE_CHECK(temperature > 0.f, "temperature must be positive, got ", temperature);
   float* row_max = ctx.workspace<float>();
   float* row_sum = row_max + rows;
   const float* in = x.data<float>();
@@ -42,6 +50,6 @@ OPFORGE_OP(softmax_rows)
     .input("X", {opforge::f32})
     .output("Y", {opforge::f32})
     .attr("temperature", 1.0f)
-    .infer(opforge::same_as_input0)
+    .infer(infer)
     .workspace(workspace)
     .compute(compute);

@@ -57,13 +57,20 @@ class CustomOpBuilder:
             try:
                 entry = build.lookup() or build.build(clean=attempt > 0)
                 try:
-                    return _with_spec(load_entry(entry, self.spec.name), self.spec)
+                    return _with_spec(self._owned(load_entry(entry, self.spec.name)), self.spec)
                 except (ImportError, CacheError):   # unloadable, or changed since the lookup
                     build.discard(entry)
-                    return _with_spec(load_entry(build.build(clean=True), self.spec.name), self.spec)
+                    return _with_spec(self._owned(load_entry(build.build(clean=True), self.spec.name)), self.spec)
             except InputsChanged as changed:
                 last = str(changed)
         raise _kept_changing(self.spec.name, last)
+
+
+    def _owned(self, loaded):
+        """An op library remembers this builder, so that reload() can build it again."""
+        if hasattr(loaded, "op_table"):
+            loaded.builder = self
+        return loaded
 
 
 def _with_spec(library, spec):

@@ -29,12 +29,18 @@ def load_entry(entry: Entry, name: str):
     from opforge.builder.ops import OpLibrary
 
     _core.set_default_threads(config.num_threads())  # sizes the eager pool once per process
-    handles = _core.load_library(path)
+    keep = entry.manifest.get("backend") == "CUDA" or not config.unload_libraries()
+    handles = _core.load_library(path, keep)
     if not handles:
         raise BuildError(f"library '{name}' defines no ops: its sources ({', '.join(entry.manifest.get('sources', []))}) "
                          "hold no OPFORGE_OP(name) definition (see opforge/op.h), nor a "
                          "PYBIND11_MODULE(OPFORGE_EXTENSION_NAME, m) for a Python extension")
-    return OpLibrary(name, path, handles)
+    return OpLibrary(name, path, handles, watched=_watched_files(entry))
+
+
+def _watched_files(entry: Entry) -> tuple:
+    """The sources and the user's headers a library was compiled from (what a watcher stats)."""
+    return tuple(entry.manifest.get("sources", [])) + tuple(entry.manifest.get("headers", []))
 
 
 def _load_extension(module_name: str, path: str):

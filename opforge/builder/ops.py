@@ -141,12 +141,16 @@ class Op:
     """
 
     def __init__(self, handle, opset: int = 0):
-        self.handle = handle
         self.opset = opset   # as a node of this opset calls it (0: any version; see OpLibrary.op)
+        self.rebind(handle)
+
+    def rebind(self, handle) -> None:
+        """Makes this op call `handle` (the same op of a reloaded library) from now on."""
         self.schema = handle.schema()
         self.__name__ = self.__qualname__ = self.schema["name"]
         self.__signature__ = op_signature(self.schema)
         self._doc = None
+        self.handle = handle
 
     def __call__(self, *inputs, **attributes):
         if self.opset:
@@ -193,20 +197,69 @@ class OpLibrary(types.ModuleType):
     """What CustomOpBuilder.load() returns: a module whose attributes are the library's ops.
 
     `op_table` lists every op handle (all domains and versions) for the runtime to register;
-    the library prints as a table of them.
+    the library prints as a table of them. A library built from sources can be rebuilt in
+    place: reload() and watch() (sessions using it switch to the new kernels at their next run).
     """
 
-    def __init__(self, name: str, path: str, handles: list):
+    def __init__(self, name: str, path: str, handles: list, watched: tuple = ()):
+        import threading
+
+        from opforge.builder.reload import Attachments
+
         super().__init__(name, f"opforge op library '{name}' ({len(handles)} ops)")
-        self.__file__ = path
-        self.op_table = OpTable(handles)
+        self.builder = None       # the CustomOpBuilder that reload() builds with (None: not from sources)
+        self.generation = 0       # how many reloads changed it
+        self.sessions = Attachments()
+        self.reload_lock = threading.RLock()
+        self._ops: dict = {}
+        self._publish(path, handles, watched)
+
+    def _publish(self, path: str, handles: list, watched: tuple) -> None:
+        """Makes `handles` this library's ops; existing op objects are rebound to them."""
         newest = {}
         for h in handles:
             if h.name not in newest or h.since_version > newest[h.name].since_version:
                 newest[h.name] = h
-        self.op_names = sorted(newest)
+        for op_name in set(self._ops) - set(newest):
+            self.__dict__.pop(op_name, None)
+            del self._ops[op_name]
         for op_name, h in newest.items():
-            setattr(self, op_name, make_op(h))
+            if op_name in self._ops:
+                self._ops[op_name].rebind(h)
+            else:
+                self._ops[op_name] = make_op(h)
+                setattr(self, op_name, self._ops[op_name])
+        self.__file__ = path
+        self.watched = watched   # the sources and headers it was compiled from
+        self.op_names = sorted(newest)
+        self.op_table = OpTable(handles)
+
+    def adopt(self, fresh: "OpLibrary") -> None:
+        """Takes the ops of `fresh`, a new build of this library (see reload)."""
+        self._publish(fresh.__file__, list(fresh.op_table), fresh.watched)
+        self.generation += 1
+
+    def reload(self):
+        """Rebuilds from the sources as they are now; if the build changed, this library's ops
+        (op objects already handed out included) and every session using it run the new
+        kernels from their next call or run. Returns a ReloadReport.
+
+        Raises BuildError (the old kernels keep running), ReloadError when a session's graph
+        cannot use the new build (naming the node; nothing changes) or when the library was
+        not built from sources.
+        """
+        from opforge.builder.reload import reload_library
+
+        return reload_library(self)
+
+    def watch(self, interval: float = 0.05, on_reload=None, on_error=None):
+        """Starts a Watcher: a thread that reloads this library whenever one of its sources or
+        the headers they include changes (polled every `interval` seconds). A failed reload is
+        printed to stderr and passed to `on_error`; a done one to `on_reload`. Returns the
+        Watcher (stop() it, or use it in a with block)."""
+        from opforge.builder.reload import Watcher
+
+        return Watcher(self, interval, on_reload, on_error)
 
     def onnxruntime_library(self, path=None) -> str:
         """Builds (once, cached) this library as an onnxruntime custom-op library: the same

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,8 @@ class AttrPack {
   int32_t size() const { return int32_t(attrs_.size()); }
   /// The slot where the op keeps state made from these attributes (opf_compute_ctx::state).
   opf_state** state_slot() const { return &state_; }
+  /// Keeps `owner` (the op's library) alive until the state its code made is released.
+  void keep_alive(std::shared_ptr<const void> owner) { owner_ = std::move(owner); }
   /// What a call reads: the values and the state's slot.
   AttrView view() const { return AttrView{attrs_.data(), int32_t(attrs_.size()), &state_, opset_}; }
 
@@ -48,6 +51,7 @@ class AttrPack {
   std::deque<std::vector<opf_tensor>> tensors_;
   std::vector<py::object> keep_;
   mutable opf_state* state_ = nullptr;
+  std::shared_ptr<const void> owner_;  // released after state_ (declared last)
 };
 
 /// A Python-facing name for an attribute kind ("float", "ints").

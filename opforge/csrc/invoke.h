@@ -96,6 +96,8 @@ struct CallOptions {
   opf_parallel_for_fn parallel_for = nullptr;
   void* parallel_arg = nullptr;
   int32_t num_threads = 1;
+  bool always_workspace = false; ///< ask the host for a workspace even of 0 bytes (a checked call
+                                 ///< guards it, so that an op writing to one it did not ask for is caught)
 };
 
 /// The one call sequence: checks -> infer -> outputs placed by `host` -> workspace from `host`
@@ -140,7 +142,7 @@ int64_t call_op(const opf_op_def* def, const opf_tensor* inputs, int32_t num_inp
     }
   }
   const int64_t ws = workspace_bytes(def, inputs, num_inputs, attrs);
-  void* scratch = ws > 0 ? host.workspace(ws) : nullptr;
+  void* scratch = ws > 0 || options.always_workspace ? host.workspace(ws) : nullptr;
   host.enter_compute([&] {
     compute(def, inputs, num_inputs, attrs, outputs, num_outputs, scratch, ws, options);
   });

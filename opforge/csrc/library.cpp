@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -22,13 +23,49 @@ namespace opforge_core {
   raise_error(py::module_::import("opforge.errors").attr("OpError"), message);
 }
 
-std::vector<std::shared_ptr<OpHandle>> load_library(const std::string& path) {
-  // Libraries stay loaded for the life of the process: ops hand out function pointers.
+namespace {
+
+std::mutex& loaded_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::vector<const LoadedLibrary*>& loaded_list() {
+  static std::vector<const LoadedLibrary*> list;
+  return list;
+}
+
+}  // namespace
+
+LoadedLibrary::LoadedLibrary(void* handle, std::string path, bool kept)
+    : handle_(handle), path_(std::move(path)), kept_(kept) {
+  std::lock_guard<std::mutex> lock(loaded_mutex());
+  loaded_list().push_back(this);
+}
+
+LoadedLibrary::~LoadedLibrary() {
+  {
+    std::lock_guard<std::mutex> lock(loaded_mutex());
+    auto& list = loaded_list();
+    list.erase(std::find(list.begin(), list.end(), this));
+  }
+  if (!kept_) dlclose(handle_);
+}
+
+std::vector<std::pair<std::string, bool>> loaded_libraries() {
+  std::lock_guard<std::mutex> lock(loaded_mutex());
+  std::vector<std::pair<std::string, bool>> out;
+  for (const LoadedLibrary* lib : loaded_list()) out.emplace_back(lib->path(), lib->kept());
+  return out;
+}
+
+std::vector<std::shared_ptr<OpHandle>> load_library(const std::string& path, bool keep) {
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = dlerror();
     throw py::import_error("cannot load op library " + path + ": " + (why ? why : "unknown error"));
   }
+  auto library = std::make_shared<LoadedLibrary>(handle, path, keep);
   auto fn = reinterpret_cast<opf_library_fn>(dlsym(handle, OPFORGE_LIBRARY_SYMBOL));
   if (fn == nullptr)
     throw py::import_error(path + " exports no '" OPFORGE_LIBRARY_SYMBOL
@@ -44,7 +81,7 @@ std::vector<std::shared_ptr<OpHandle>> load_library(const std::string& path) {
     const opf_op_def* def = lib->ops[i];
     if (def->struct_size < sizeof(opf_op_def))
       throw py::import_error(path + ": op descriptor of an older layout; rebuild it");
-    ops.push_back(std::make_shared<OpHandle>(def, path));
+    ops.push_back(std::make_shared<OpHandle>(def, library));
   }
   return ops;
 }
@@ -172,16 +209,42 @@ class NumpyHost {
   }
 
   void* workspace(int64_t bytes) {
-    if (bytes > PTRDIFF_MAX - 64)
+    if (bytes > PTRDIFF_MAX - 64 - 2 * guard_)
       throw CallError(std::string(def_->name) + ": cannot allocate " + std::to_string(bytes) + " bytes of workspace",
                       false, true);
     try {
-      scratch_.resize(size_t(bytes) + 64);
+      scratch_.resize(size_t(bytes + 2 * guard_) + 64);
     } catch (const std::bad_alloc&) {
       throw CallError(std::string(def_->name) + ": cannot allocate " + std::to_string(bytes) + " bytes of workspace",
                       false, true);
     }
-    return scratch_.data() + (64 - reinterpret_cast<uintptr_t>(scratch_.data()) % 64) % 64;
+    unsigned char* start = scratch_.data() + (64 - reinterpret_cast<uintptr_t>(scratch_.data()) % 64) % 64;
+    if (guard_ > 0) {
+      std::memset(start, kGuardByte, size_t(guard_));
+      std::memset(start + guard_, poison_, size_t(bytes));
+      std::memset(start + guard_ + bytes, kGuardByte, size_t(guard_));
+    }
+    workspace_ = start + guard_;
+    workspace_bytes_ = bytes;
+    return workspace_;
+  }
+
+  /// Puts `guard` bytes (a multiple of 64) of a known pattern on both sides of the workspace,
+  /// which starts filled with `poison`.
+  void set_guard(int64_t guard, int poison) {
+    guard_ = guard;
+    poison_ = poison;
+  }
+
+  /// How far compute wrote outside its workspace (see set_guard).
+  GuardDamage damage() const {
+    GuardDamage d;
+    if (guard_ == 0 || workspace_ == nullptr) return d;
+    for (int64_t i = guard_; i > 0 && d.before == 0; --i)
+      if (workspace_[-i] != kGuardByte) d.before = i;
+    for (int64_t i = guard_; i > 0 && d.after == 0; --i)
+      if (workspace_[workspace_bytes_ + i - 1] != kGuardByte) d.after = i;
+    return d;
   }
 
   template <class F>
@@ -216,27 +279,36 @@ class NumpyHost {
     return a;
   }
 
+  static constexpr unsigned char kGuardByte = 0xE7;
+
   const opf_op_def* def_;
   std::vector<py::object>& results_;
   const py::list* given_;
   std::vector<py::array> unread_;
   std::vector<unsigned char> scratch_;
+  int64_t guard_ = 0;
+  int poison_ = 0;
+  unsigned char* workspace_ = nullptr;
+  int64_t workspace_bytes_ = 0;
 };
 
 }  // namespace
 
 std::vector<py::object> OpHandle::invoke(const std::vector<opf_tensor>& ins, const std::vector<Need>& need,
                                          const AttrView& attrs, ThreadPool* pool, const py::list* given,
-                                         int64_t* workspace) const {
+                                         int64_t* workspace, int64_t guard, int poison, GuardDamage* damage) const {
   std::vector<opf_tensor> outs(need.size());
   std::vector<py::object> results(need.size(), py::none());
   NumpyHost host(def_, results, given);
+  host.set_guard(guard, poison);
   try {
     CallOptions options;
     options.pool = pool;
+    options.always_workspace = guard > 0;
     const int64_t ws = call_op(def_, ins.data(), int32_t(ins.size()), attrs, outs.data(), int32_t(outs.size()),
                                need.data(), host, options);
     if (workspace) *workspace = ws;
+    if (damage) *damage = host.damage();
   } catch (const CallError& e) {
     raise_call_error(e);
   }
@@ -351,6 +423,19 @@ void OpHandle::run_into(const py::list& inputs, const py::list& outputs, const A
   std::vector<Need> need(outputs.size());
   for (size_t k = 0; k < outputs.size(); ++k) need[k] = outputs[k].is_none() ? Need::None : Need::Required;
   invoke(ins, need, attrs.view(), pool, &outputs);
+}
+
+py::tuple OpHandle::run_guarded(const py::tuple& inputs, const py::list& outputs, const AttrPack& attrs,
+                                ThreadPool* pool, int64_t guard, int poison) const {
+  std::vector<py::array> keep;
+  std::vector<opf_tensor> ins = eager_inputs(inputs, keep);
+  std::vector<Need> need(outputs.size());
+  for (size_t k = 0; k < outputs.size(); ++k) need[k] = outputs[k].is_none() ? Need::None : Need::Required;
+  int64_t workspace = 0;
+  GuardDamage damage;
+  guard = (std::max<int64_t>(guard, 0) + 63) / 64 * 64;
+  invoke(ins, need, attrs.view(), pool, &outputs, &workspace, guard, poison & 0xFF, &damage);
+  return py::make_tuple(workspace, damage.before, damage.after);
 }
 
 }  // namespace opforge_core

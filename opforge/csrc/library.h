@@ -17,14 +17,46 @@ namespace opforge_core {
 
 namespace py = pybind11;
 
-/// One op of a loaded library. Holds the descriptor; the library is never unloaded, so the
-/// pointer stays valid for the life of the process.
+/// A dlopen()ed op library. Every op handle of it (and every AttrPack holding state its code
+/// made) shares ownership; the last one to let go dlclose()s it, unless it is `kept` (a
+/// library whose code may outlive its handles: CUDA's registered kernels, the built-ins).
+class LoadedLibrary {
+ public:
+  LoadedLibrary(void* handle, std::string path, bool kept);
+  LoadedLibrary(const LoadedLibrary&) = delete;
+  LoadedLibrary& operator=(const LoadedLibrary&) = delete;
+  ~LoadedLibrary();
+
+  const std::string& path() const { return path_; }
+  void* handle() const { return handle_; }
+  bool kept() const { return kept_; }
+
+ private:
+  void* handle_;
+  std::string path_;
+  bool kept_;
+};
+
+/// (path, kept) of every op library loaded now, once per load (for tools and tests that check
+/// that reloaded libraries are unloaded).
+std::vector<std::pair<std::string, bool>> loaded_libraries();
+
+/// Bytes a guarded call found damaged around its workspace: the furthest before its start
+/// and past its end (0 when untouched).
+struct GuardDamage {
+  int64_t before = 0;
+  int64_t after = 0;
+};
+
+/// One op of a loaded library: its descriptor, valid for as long as the handle holds the library.
 class OpHandle {
  public:
-  OpHandle(const opf_op_def* def, std::string library_path) : def_(def), path_(std::move(library_path)) {}
+  OpHandle(const opf_op_def* def, std::shared_ptr<LoadedLibrary> library) : def_(def), library_(std::move(library)) {}
 
   const opf_op_def* def() const { return def_; }
-  const std::string& library_path() const { return path_; }
+  const std::string& library_path() const { return library_->path(); }
+  /// The library the descriptor lives in (what state made by the op's code must keep alive).
+  const std::shared_ptr<LoadedLibrary>& library() const { return library_; }
   py::dict schema() const;
 
   /// Eager call: arrays in, new arrays out, attributes as keyword arguments. CPU ops take and
@@ -52,6 +84,13 @@ class OpHandle {
   /// where the op allows in-place. For tests and tools.
   void run_into(const py::list& inputs, const py::list& outputs, const AttrPack& attrs, ThreadPool* pool) const;
 
+  /// A checked call for opforge.testing: inputs as an eager call takes them (strided views
+  /// passed through where the op accepts them), into the given outputs (as run_into), with a
+  /// workspace filled with `poison` and `guard` bytes of a known pattern on both sides.
+  /// Returns (workspace bytes, bytes damaged before the workspace, bytes damaged past it).
+  py::tuple run_guarded(const py::tuple& inputs, const py::list& outputs, const AttrPack& attrs,
+                        ThreadPool* pool, int64_t guard, int poison) const;
+
   /// Shape inference: metas are (dtype, shape, value-or-None) per input, None for an absent
   /// optional input. Returns (dtype, shape) per output, None for an output left unset. With
   /// `sizes_known` false, sizes may be -1 (unknown), as in graph shape inference.
@@ -71,7 +110,8 @@ class OpHandle {
   /// compute; `workspace`, if given, gets the bytes the call took.
   std::vector<py::object> invoke(const std::vector<opf_tensor>& ins, const std::vector<Need>& need,
                                  const AttrView& attrs, ThreadPool* pool, const py::list* given = nullptr,
-                                 int64_t* workspace = nullptr) const;
+                                 int64_t* workspace = nullptr, int64_t guard = 0, int poison = 0,
+                                 GuardDamage* damage = nullptr) const;
   py::object call_cuda(int opset, const py::tuple& args, const py::dict& kwargs) const;
   /// call_op (invoke.h) on cupy: outputs and workspace allocated with cupy on `device`.
   std::vector<py::object> invoke_cuda(const std::vector<opf_tensor>& ins, const std::vector<Need>& need,
@@ -79,11 +119,12 @@ class OpHandle {
   std::vector<opf_tensor> runtime_inputs(const py::list& inputs, std::vector<py::array>& keep) const;
 
   const opf_op_def* def_;
-  std::string path_;
+  std::shared_ptr<LoadedLibrary> library_;
 };
 
-/// dlopen()s a built library and reads its op table; raises ImportError with the reason.
-std::vector<std::shared_ptr<OpHandle>> load_library(const std::string& path);
+/// dlopen()s a built library and reads its op table; raises ImportError with the reason. The
+/// library is dlclose()d when its last handle goes, unless `keep`.
+std::vector<std::shared_ptr<OpHandle>> load_library(const std::string& path, bool keep = true);
 
 /// The default pool used by eager calls (sized once, from the first request).
 ThreadPool* default_pool(int num_threads);

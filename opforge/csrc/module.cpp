@@ -68,7 +68,12 @@ PYBIND11_MODULE(_core, m) {
       .def("call_at", &OpHandle::call_at, py::arg("opset"), py::arg("args"), py::arg("kwargs"),
            "Calls the op as a node of `opset` would be (0: any version): attributes and dtypes "
            "that version does not have are refused.")
-      .def("attrs", [](const OpHandle& h, const py::dict& given, int opset) { return new AttrPack(h.def(), given, opset); },
+      .def("attrs",
+           [](const OpHandle& h, const py::dict& given, int opset) {
+             auto* pack = new AttrPack(h.def(), given, opset);
+             pack->keep_alive(h.library());
+             return pack;
+           },
            py::arg("given"), py::arg("opset") = 0,
            "Converts attribute values (name -> value) for this op, for a node of `opset` (0: any "
            "version); raises TypeError.")
@@ -87,6 +92,11 @@ PYBIND11_MODULE(_core, m) {
            py::arg("device"), py::arg("stream"),
            "Runs a CUDA op on GPU arrays (or None) on `device`, launched on `stream` (a cudaStream_t as "
            "an int); returns a cupy array per output, None where `wanted` is false.")
+      .def("run_guarded", &OpHandle::run_guarded, py::arg("inputs"), py::arg("outputs"), py::arg("attrs"),
+           py::arg("pool") = nullptr, py::arg("guard") = 256, py::arg("poison") = 0xA5,
+           "A checked call (opforge.testing): inputs as an eager call takes them, into the given outputs, "
+           "with a workspace filled with `poison` between `guard` bytes of a known pattern; returns "
+           "(workspace bytes, bytes damaged before it, bytes damaged past it).")
       .def("run", &OpHandle::run_into, py::arg("inputs"), py::arg("outputs"), py::arg("attrs"),
            py::arg("pool") = nullptr,
            "Runs the op into preallocated outputs (None for one not wanted), checked against infer.");
@@ -116,8 +126,11 @@ PYBIND11_MODULE(_core, m) {
         py::arg("scanned"), py::arg("scanned_reverse"), py::arg("outputs"),
         py::arg("start"), py::arg("limit"), py::arg("condition"), py::arg("cancel") = py::none(),
         "Iterates a Loop or Scan body through its compiled plan (see csrc/loop.h).");
-  m.def("load_library", &load_library, py::arg("path"),
-        "dlopen()s an op library and returns its ops; raises ImportError with the reason.");
+  m.def("load_library", &load_library, py::arg("path"), py::arg("keep") = true,
+        "dlopen()s an op library and returns its ops; raises ImportError with the reason. Unless "
+        "`keep`, the library is dlclose()d once no handle (and no node state its code made) is left.");
+  m.def("loaded_libraries", &loaded_libraries,
+        "(path, kept) of every op library loaded now, one entry per load.");
   m.def("set_default_threads", [](int n) { default_pool(n); }, py::arg("num_threads"),
         "Sizes the pool eager calls use; only the first call has an effect.");
 }

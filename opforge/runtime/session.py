@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -87,8 +88,25 @@ class InferenceSession(SessionExtras):
         self._custom = custom_ops_of(custom_ops)
         self._pool = _core.ThreadPool(self._sess_options.intra_op_num_threads or os.cpu_count() or 1)
         self.device = _cuda_device(self._providers, self._provider_options)
+        # libraries built from sources may be reloaded: the session then binds their new build
+        self._reloadable = [lib for lib in self._custom.libraries if getattr(lib, "builder", None) is not None]
+        generations = [lib.generation for lib in self._reloadable]
+        self._assemble(path_or_bytes, kwargs.get("base_dir"))
+        self._profile_start_ns = 0
+        if self._sess_options.enable_profiling:
+            self._profile_start = time.perf_counter()
+            self._profile_start_ns = time.time_ns()
+        for library in self._reloadable:
+            library.sessions.add(self)
+        if [lib.generation for lib in self._reloadable] != generations:   # reloaded meanwhile
+            self._install_reload(self._prepare_reload())
+        self._report_fallback()
+
+    def _assemble(self, source: ModelSource, base_dir) -> None:
+        """Loads, checks, types, optimizes and binds the model with this session's kernels: at
+        creation, and again on a reloaded library's new build (on a shadow session)."""
         self.registry = self._kernel_registry()
-        graph = self._load(path_or_bytes, kwargs.get("base_dir"))
+        graph = self._load(source, base_dir)
         check_graph(graph, self._opsets, self._custom.op_types() | self._ort_op_types())
         self.types: InferredTypes = infer_types(
             graph, self._opsets, custom.make_custom_infer(self.registry, self._providers, self._opsets))
@@ -106,15 +124,31 @@ class InferenceSession(SessionExtras):
         hoist_outer_constants(graph, {n: a for n, a in graph.initializers.items() if n not in inputs})
         self._executor = Executor(graph, self._partition(graph).__getitem__)
         profiling = self._sess_options.enable_profiling
-        self._profile_start_ns = 0
         if profiling:
             self._executor.profile = []
-            self._profile_start = time.perf_counter()
-            self._profile_start_ns = time.time_ns()
         # profiling times each step of the compiled plans (and of the recording runs)
         self._runner = PlannedExecutor(self._executor, self._pool, self._sess_options.enable_mem_pattern,
                                        self._sess_options.plan_cache_size, profile=profiling)
-        self._report_fallback()
+
+    def _prepare_reload(self, library=None, op_table=None) -> "InferenceSession":
+        """A shadow of this session assembled with `op_table` as `library`'s ops (and the
+        current ops of its other libraries): the model checked, typed and bound again. Raises
+        what session creation raises (naming the node) when the graph cannot use them."""
+        shadow = object.__new__(type(self))
+        shadow.__dict__.update({name: self.__dict__[name] for name in _CONFIGURATION})
+        shadow._custom = dataclasses.replace(self._custom, libraries=[
+            _NewBuild(op_table) if lib is library else lib for lib in self._custom.libraries])
+        shadow._assemble(self._pristine, None)
+        return shadow
+
+    def _install_reload(self, shadow: "InferenceSession") -> None:
+        """Takes the kernels `shadow` bound. Runs started before keep the runner they took."""
+        if shadow._executor.profile is not None:
+            shadow._executor.profile = self._executor.profile
+        for dispatcher in {shadow.host_dispatcher, shadow.dispatcher}:
+            dispatcher.plan_body = self._plan_body   # the shadow goes; no cycle keeps old kernels alive
+        for name in _ASSEMBLED:   # the runner last: a run that takes it finds the rest in place
+            setattr(self, name, getattr(shadow, name))
 
     def _kernel_registry(self) -> KernelRegistry:
         """Layers over the default registry: built-in native CPU kernels, then custom ops (which
@@ -159,6 +193,9 @@ class InferenceSession(SessionExtras):
         """Load, expand local functions (and ops whose graph attributes no kernel takes), apply op
         mappings, build the graph in topological order."""
         loaded = load_model(source, base_dir)
+        if self._reloadable and not hasattr(self, "_pristine"):   # what a reload assembles from again
+            self._pristine = onnx.ModelProto()
+            self._pristine.CopyFrom(loaded.proto)
         self._model = expand_graph_attribute_ops(inline_local_functions(loaded.proto))
         self._opsets = loaded.opsets
         self.mapped_nodes = apply_mappings(self._model, self._custom.mappings, self._opsets)
@@ -225,38 +262,40 @@ class InferenceSession(SessionExtras):
                 raise FeedError(f"unknown output {name!r}; the model's outputs are "
                                 f"{sorted(self._known_outputs)}")
         env, key = self._feeds.check(input_feed)
+        runner = self._runner   # the kernels of this run, whatever a reload installs meanwhile
         if self.device is not None:
-            outputs = self._run_on_device(env, run_options, key, keep_on_device, observe)
+            outputs = self._run_on_device(runner, env, run_options, key, keep_on_device, observe)
         else:
             if key is None:
                 env = self._feeds_in_place(env)
             if run_options is None and observe is None and RUN_OPTIONS.get() is None and not KEEP_ON_DEVICE.get():
                 # a host session's plain run: nothing for the context to carry (a batch-1 model's
                 # whole run is a few microseconds, and setting and resetting them costs ~0.5)
-                outputs = self._runner.run(env, None, key)
+                outputs = runner.run(env, None, key)
             else:
-                outputs = self._run_in_context(env, run_options, key, keep_on_device, observe)
-        if names is self._output_names and self._executor.output_names == names:
+                outputs = self._run_in_context(runner, env, run_options, key, keep_on_device, observe)
+        if names is self._output_names and runner.executor.output_names == names:
             return list(outputs)
-        values = dict(zip(self._executor.output_names, outputs))
+        values = dict(zip(runner.executor.output_names, outputs))
         return [values[name] for name in names]
 
-    def _run_on_device(self, env: dict, run_options, key, keep_on_device: bool, observe=None) -> list[Any]:
+    def _run_on_device(self, runner, env: dict, run_options, key, keep_on_device: bool, observe=None) -> list[Any]:
         """A run of a CUDA session: ordered after the work queued on the caller's stream, and
         complete when it returns unless the run options say not to wait (onnxruntime's
         "disable_synchronize_execution_providers": "1"; the caller's stream still waits)."""
         with self.device.run(synchronize=_synchronizes(run_options)):
             if key is None:
                 env = self._feeds_in_place(env)
-            return self._run_in_context(env, run_options, key, keep_on_device, observe)
+            return self._run_in_context(runner, env, run_options, key, keep_on_device, observe)
 
-    def _run_in_context(self, env: dict, run_options, key, keep_on_device: bool, observe=None) -> list[Any]:
+    def _run_in_context(self, runner, env: dict, run_options, key, keep_on_device: bool,
+                        observe=None) -> list[Any]:
         """The run with its options visible to loops inside it, and the session's device current."""
         token = RUN_OPTIONS.set(run_options)   # loops inside the run watch it too
         kept = KEEP_ON_DEVICE.set(keep_on_device and self.device is not None)
         try:
             with self._on_device():
-                return self._runner.run(env, run_options, key, observe)
+                return runner.run(env, run_options, key, observe)
         finally:
             KEEP_ON_DEVICE.reset(kept)
             RUN_OPTIONS.reset(token)
@@ -365,6 +404,22 @@ class InferenceSession(SessionExtras):
         for domain in sorted({n.domain for n in graph.nodes} - imported - {"ai.onnx"}):
             model.opset_import.append(onnx.helper.make_opsetid(domain, 1))  # added by a fusion
         return model
+
+
+# What a shadow session needs of the session it stands for (see _prepare_reload), and what
+# _assemble makes, which a reload installs.
+_CONFIGURATION = ("_source", "_custom_ops_given", "_kwargs", "_sess_options", "_providers", "_provider_options",
+                  "_asked_providers", "_pool", "device", "_reloadable", "_pristine")
+_ASSEMBLED = ("registry", "_model", "_opsets", "mapped_nodes", "_required", "_overridable", "_outputs",
+              "_output_names", "_known_outputs", "_feeds", "types", "host_dispatcher", "dispatcher",
+              "pass_stats", "_read_on_host", "_executor", "_runner")
+
+
+@dataclasses.dataclass
+class _NewBuild:
+    """A library's new build, as a shadow session registers it."""
+
+    op_table: list
 
 
 def _as_outputs(outputs: list) -> list:
