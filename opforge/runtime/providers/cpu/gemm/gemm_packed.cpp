@@ -6,11 +6,11 @@
 // per-run packing. A is read where it lies: a tile's rows each broadcast their k-th value. The
 // tile code is picked by the CPU's flags at run time: AVX-512F (rows x 32 columns), else
 // AVX2 + FMA (rows x 16 columns, twice per panel), else plain loops; on aarch64 NEON (rows x 16
-// columns, twice per panel); the `isa` attribute can force one (tests run every path the CPU has). Per block of K, a panel's rows stay in L1 while
-// every row tile of the task runs over them; the bias and a Relu are applied in registers as
-// the last K block is stored, a Gelu on the tile's rows right after. Threads split the output
-// into tiles of (row block, panel group), so a one-image, 128-token product still fills both
-// cores.
+// columns, twice per panel); the `isa` attribute can force one (tests run every path the CPU
+// has). Per block of K, a panel's rows stay in L1 while every row tile of the task runs over
+// them; the bias and a Relu are applied in registers as the last K block is stored, a Gelu on
+// the tile's rows right after. Threads split the output into tiles of (row block, panel
+// group), so a one-image, 128-token product still fills both cores.
 #include <algorithm>
 #include <cmath>
 #include <string>
