@@ -75,14 +75,15 @@ def kernel_march() -> str:
     return os.environ.get("OPFORGE_KERNEL_MARCH", "").strip() or "native"
 
 
-GEMM_ISAS = ("auto", "avx512", "avx2", "portable", "blas")
+GEMM_ISAS = ("auto", "avx512", "avx2", "neon", "portable", "blas")
 
 
 def gemm_isa() -> str:
     """$OPFORGE_GEMM_ISA: the tile code of MatMul/Gemm on packed weights. "auto" (default) takes
     the best this CPU has (AVX-512F, else AVX2 + FMA) and leaves weights unpacked, on OpenBLAS,
-    where it has neither; "avx512", "avx2" or "portable" (plain loops) force one; "blas" never
-    packs. Raises ValueError for another value."""
+    where it has neither (aarch64 included: its NEON tile is not measured against OpenBLAS yet);
+    "avx512", "avx2", "neon" or "portable" (plain loops) force one; "blas" never packs. Raises
+    ValueError for another value."""
     value = os.environ.get("OPFORGE_GEMM_ISA", "auto").strip().lower() or "auto"
     if value not in GEMM_ISAS:
         raise ValueError(f"OPFORGE_GEMM_ISA must be one of {', '.join(GEMM_ISAS)}; got {value!r}")

@@ -7,6 +7,8 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define OPFORGE_CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define OPFORGE_CPU_RELAX() __asm__ __volatile__("yield")
 #else
 #define OPFORGE_CPU_RELAX() std::this_thread::yield()
 #endif

@@ -10,9 +10,12 @@ from opforge.runtime.providers.cpu import library as native
 
 
 def build_isa() -> str:
-    """The instruction set the kernel library's paths were compiled for: avx512, avx2 or portable."""
+    """The instruction set the kernel library's paths were compiled for: avx512, avx2, neon or
+    portable (kernel_paths.h's OPFORGE_ISA_NAME)."""
     isa = set(native.kernel_isa())
-    return "avx512" if "avx512f" in isa else "avx2" if {"avx2", "fma"} <= isa else "portable"
+    if "avx512f" in isa:
+        return "avx512"
+    return "avx2" if {"avx2", "fma"} <= isa else "neon" if "aarch64" in isa else "portable"
 
 
 @contextlib.contextmanager

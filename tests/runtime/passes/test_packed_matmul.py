@@ -1,6 +1,7 @@
 """MatMul/Gemm on weights packed at session creation (com.opforge PackedMatMul, pack_matmul_weights):
 every tile path this CPU can run, against numpy in float64 and onnxruntime, odd sizes, batched and
 broadcast A, Gemm's flags, the fused bias and activation, threads, and what must stay unpacked."""
+import platform
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,7 @@ def _cpu_flags() -> set:
 _FLAGS = _cpu_flags()
 ISAS = [pytest.param("avx512", marks=pytest.mark.skipif("avx512f" not in _FLAGS, reason="no AVX-512F")),
         pytest.param("avx2", marks=pytest.mark.skipif(not {"avx2", "fma"} <= _FLAGS, reason="no AVX2+FMA")),
+        pytest.param("neon", marks=pytest.mark.skipif(platform.machine() != "aarch64", reason="not aarch64")),
         "portable"]
 
 

@@ -5,12 +5,12 @@
 // 32 contiguous floats, zero past N, so a tile streams its B operand with no stride and no
 // per-run packing. A is read where it lies: a tile's rows each broadcast their k-th value. The
 // tile code is picked by the CPU's flags at run time: AVX-512F (rows x 32 columns), else
-// AVX2 + FMA (rows x 16 columns, twice per panel), else plain loops; the `isa` attribute can
-// force one (tests run every path the CPU has). Per block of K, a panel's rows stay in L1 while
-// every row tile of the task runs over them; the bias and a Relu are applied in registers as
-// the last K block is stored, a Gelu on the tile's rows right after. Threads split the output
-// into tiles of (row block, panel group), so a one-image, 128-token product still fills both
-// cores.
+// AVX2 + FMA (rows x 16 columns, twice per panel), else plain loops; on aarch64 NEON (rows x 16
+// columns, twice per panel); the `isa` attribute can force one (tests run every path the CPU
+// has). Per block of K, a panel's rows stay in L1 while every row tile of the task runs over
+// them; the bias and a Relu are applied in registers as the last K block is stored, a Gelu on
+// the tile's rows right after. Threads split the output into tiles of (row block, panel
+// group), so a one-image, 128-token product still fills both cores.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -20,6 +20,9 @@
 #include "gemm/gemm_packed.h"
 #include "gemm/gemm_packed_tiles.h"
 #include "common/kernel_paths.h"
+#if defined(__aarch64__)
+#include "gemm/gemm_packed_tiles_neon.h"
+#endif
 
 namespace {
 
@@ -28,13 +31,11 @@ using opforge::KernelContext;
 using opforge::Tensor;
 
 using opforge_gemm::kPanel;
-using opforge_gemm::kRowsAvx2;
-using opforge_gemm::kRowsAvx512;
 using opforge_gemm::kRowsPortable;
 using opforge_gemm::Tile;
 constexpr int64_t kBlockK = 256;  ///< K per block: a panel's block is 32 KB, held in L1
 
-enum class Isa { Portable, Avx2, Avx512 };
+enum class Isa { Portable, Avx2, Avx512, Neon };
 enum class Act { None, Relu, Gelu };
 
 // ---- The product -------------------------------------------------------------------------------
@@ -52,9 +53,32 @@ struct Product {
 
   int64_t panels() const { return (n + kPanel - 1) / kPanel; }
   int rows_per_tile() const {
-    return isa == Isa::Avx512 ? kRowsAvx512 : isa == Isa::Avx2 ? kRowsAvx2 : kRowsPortable;
+    switch (isa) {
+#if defined(OPFORGE_GEMM_X86_TILES)
+      case Isa::Avx512: return opforge_gemm::kRowsAvx512;
+      case Isa::Avx2: return opforge_gemm::kRowsAvx2;
+#endif
+#if defined(__aarch64__)
+      case Isa::Neon: return opforge_gemm::kRowsNeon;
+#endif
+      default: return kRowsPortable;
+    }
   }
 };
+
+/// One register tile of `rows` rows in the tile code `isa`.
+inline void run_tile(Isa isa, int rows, const Tile& t) {
+  switch (isa) {
+#if defined(OPFORGE_GEMM_X86_TILES)
+    case Isa::Avx512: return opforge_gemm::run_avx512(rows, t);
+    case Isa::Avx2: return opforge_gemm::run_avx2(rows, t);
+#endif
+#if defined(__aarch64__)
+    case Isa::Neon: return opforge_gemm::run_neon(rows, t);
+#endif
+    default: return opforge_gemm::run_portable(rows, t);
+  }
+}
 
 /// 0.5 x (1 + erf(x / sqrt 2)) over `rows` rows of `cols` floats (vectorised by the compiler).
 void gelu_rows(float* y, int64_t ld, int64_t rows, int64_t cols) {
@@ -86,12 +110,7 @@ void run_chunk(const Product& p, int64_t m0, int64_t m1, int64_t p0, int64_t p1)
         t.a = p.a + i * p.lda + k0;
         t.c = p.y + i * p.n + col0;
         t.next = i == m0 ? next : nullptr;
-        if (p.isa == Isa::Avx512)
-          opforge_gemm::run_avx512(rows, t);
-        else if (p.isa == Isa::Avx2)
-          opforge_gemm::run_avx2(rows, t);
-        else
-          opforge_gemm::run_portable(rows, t);
+        run_tile(p.isa, rows, t);
       }
       if (last && p.act == Act::Gelu) gelu_rows(p.y + m0 * p.n + col0, p.n, m1 - m0, t.cols);
     }
@@ -128,6 +147,8 @@ void run_product(const KernelContext& ctx, const Product& p) {
     OPFORGE_KERNEL_PATH_NAMED("gemm.packed.avx512");
   else if (p.isa == Isa::Avx2)
     OPFORGE_KERNEL_PATH_NAMED("gemm.packed.avx2");
+  else if (p.isa == Isa::Neon)
+    OPFORGE_KERNEL_PATH_NAMED("gemm.packed.neon");
   else
     OPFORGE_KERNEL_PATH_NAMED("gemm.packed.portable");
   if (p.k == 0) return run_empty_k(p);
@@ -153,20 +174,31 @@ void run_product(const KernelContext& ctx, const Product& p) {
 // ---- The op --------------------------------------------------------------------------------------
 
 bool cpu_has(Isa isa) {
+#if defined(OPFORGE_GEMM_X86_TILES)
   __builtin_cpu_init();
   switch (isa) {
     case Isa::Avx512: return __builtin_cpu_supports("avx512f");
     case Isa::Avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case Isa::Neon: return false;
     default: return true;
   }
+#elif defined(__aarch64__)
+  return isa == Isa::Neon || isa == Isa::Portable;  // every aarch64 CPU has NEON (Advanced SIMD)
+#else
+  return isa == Isa::Portable;
+#endif
 }
 
 /// The tile code named by the `isa` attribute: "auto" is the best this CPU runs.
 Isa chosen_isa(const std::string& name) {
-  if (name == "auto") return cpu_has(Isa::Avx512) ? Isa::Avx512 : cpu_has(Isa::Avx2) ? Isa::Avx2 : Isa::Portable;
-  const Isa isa = name == "avx512" ? Isa::Avx512 : name == "avx2" ? Isa::Avx2 : Isa::Portable;
-  OPFORGE_CHECK(name == "avx512" || name == "avx2" || name == "portable",
-                "attribute isa must be auto, avx512, avx2 or portable, got '", name, "'");
+  if (name == "auto") {
+    for (Isa best : {Isa::Avx512, Isa::Avx2, Isa::Neon})
+      if (cpu_has(best)) return best;
+    return Isa::Portable;
+  }
+  const Isa isa = name == "avx512" ? Isa::Avx512 : name == "avx2" ? Isa::Avx2 : name == "neon" ? Isa::Neon : Isa::Portable;
+  OPFORGE_CHECK(name == "avx512" || name == "avx2" || name == "neon" || name == "portable",
+                "attribute isa must be auto, avx512, avx2, neon or portable, got '", name, "'");
   OPFORGE_CHECK(cpu_has(isa), "attribute isa asks for ", name, ", which this CPU does not have");
   return isa;
 }
@@ -253,6 +285,6 @@ OPFORGE_OP(PackedMatMul)
     .output("Y")
     .required_attr("N", opforge::AttrType::Int, "columns of W (the packed panels are padded to 32)")
     .attr("activation", "", "'', 'Relu' or 'Gelu' (erf form), applied after the bias")
-    .attr("isa", "auto", "tile code: auto (the best this CPU has), avx512, avx2 or portable")
+    .attr("isa", "auto", "tile code: auto (the best this CPU has), avx512, avx2, neon or portable")
     .infer(packed_matmul_infer)
     .compute(packed_matmul_compute);

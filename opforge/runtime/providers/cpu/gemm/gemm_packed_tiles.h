@@ -1,10 +1,14 @@
 // gemm_packed_tiles.h: the register tiles of opforge's GEMM on packed weights (gemm_packed.cpp):
 // AVX-512F (up to 12 rows x 32 columns), AVX2 + FMA (up to 6 rows x 16 columns, twice per
 // panel) and plain loops, each compiled for its instruction set whatever the -march, so one
-// library runs the best its CPU has.
+// library runs the best its CPU has. The x86 tiles exist on x86 only; aarch64's NEON tile is in
+// gemm_packed_tiles_neon.h.
 #pragma once
 
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#define OPFORGE_GEMM_X86_TILES 1
+#endif
 
 #include <cstdint>
 
@@ -30,6 +34,7 @@ struct Tile {
   const float* next;
 };
 
+#if defined(OPFORGE_GEMM_X86_TILES)
 // ---- AVX-512F: up to 12 rows x 32 columns (24 accumulators) -----------------------------------
 
 #define OPFORGE_AVX512 __attribute__((target("avx512f"), always_inline)) inline
@@ -177,6 +182,7 @@ inline void run_avx2(int rows, const Tile& t) {
     default: return tile_avx2_panel<6>(t);
   }
 }
+#endif  // OPFORGE_GEMM_X86_TILES
 
 // ---- Plain loops: any CPU ------------------------------------------------------------------------
 
