@@ -332,9 +332,12 @@ def _stack(values: list, body: Graph, output_index: int, node: Node) -> np.ndarr
                 if stacked.shape == (len(arrays),) + arrays[0].shape:
                     return stacked
             return np.stack(arrays)
-        except ValueError as exc:
+        except ValueError:
+            changed = next((i for i, a in enumerate(arrays) if a.shape != arrays[0].shape), None)
+            detail = (f"{list(arrays[0].shape)} at iteration 0, {list(arrays[changed].shape)} at iteration {changed}"
+                      if changed is not None else f"values of dtype {arrays[0].dtype} that do not stack")
             raise KernelError(f"{node.label}: scan output {output_index} changes shape between "
-                              f"iterations: {exc}") from exc
+                              f"iterations: {detail}") from None
     declared = body.outputs[output_index].tensor_type
     if declared is None:
         return np.empty((0,), dtype=np.float32)
