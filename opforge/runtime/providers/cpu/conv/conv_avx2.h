@@ -1,5 +1,5 @@
-// conv_avx2.h: what the AVX2 + FMA convolution paths share: lane masks for 8-float vectors, the
-// register activations, and an 8x8 transpose.
+// conv_avx2.h: what the AVX2 + FMA convolution paths share: the register activations and an 8x8
+// transpose (lane masks come from common/padded_plane_avx2.h).
 #pragma once
 
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
@@ -8,17 +8,13 @@
 
 #include <cstdint>
 
+#include "common/padded_plane_avx2.h"
 #include "conv/conv_run.h"
 
 namespace opforge_conv::avx2 {
 
-constexpr int kLanes = 8;  ///< floats per vector
-
-/// Lanes [0, n) set (none for n <= 0, all from 8 on), as maskload / maskstore take them.
-__attribute__((always_inline)) inline __m256i first_lanes(int64_t n) {
-  const int c = n <= 0 ? 0 : n >= kLanes ? kLanes : int(n);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
+using opforge_nn::avx2::first_lanes;
+using opforge_nn::avx2::kLanes;  ///< floats per vector
 
 /// The activations a register applies (those of in_register). max / min return their
 /// second operand where either is NaN, so NaN passes through as in the standalone kernels.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/kernel_paths.h"
+#include "common/padded_plane_avx2.h"
 #include "conv/conv_avx2.h"
 #include "conv/conv_run.h"
 
@@ -19,59 +20,19 @@ namespace opforge_conv {
 namespace {
 
 using avx2::kLanes;
+using opforge_nn::avx2::OutVector;
+using opforge_nn::avx2::Padded;
+using opforge_nn::avx2::out_vectors;
+using opforge_nn::avx2::padded_for;
+using opforge_nn::avx2::taps;
 
 constexpr int64_t kMaxTaps = 64;  ///< kernels up to 8x8 keep their weights on the stack
 constexpr int kGroup = 4;         ///< output vectors in flight: each tap's FMAs are independent
-
-/// The zero-padded copy of one input plane: large enough for every window, `slack` floats after
-/// it for the last vectors' loads (their lanes past the row are never stored).
-struct Padded {
-  int64_t ph, pw, slack;
-  std::vector<int64_t> tapoff;  ///< per tap (kh, kw): its offset in the padded plane
-  int64_t size() const { return ph * pw + slack; }
-};
-
-/// One output vector: where its tap-0 inputs start in the padded plane, where its lanes go in
-/// the output plane, and how many there are.
-struct OutVector {
-  int64_t src, y;
-  int lanes;
-};
-
-Padded padded_for(const Window& w) {
-  Padded p;
-  p.ph = std::max(w.in[1] + w.pad[1] + w.pad_end[1], (w.out[1] - 1) * w.stride[1] + (w.k[1] - 1) * w.dil[1] + 1);
-  p.pw = std::max(w.in[2] + w.pad[2] + w.pad_end[2], (w.out[2] - 1) * w.stride[2] + (w.k[2] - 1) * w.dil[2] + 1);
-  p.slack = 2 * kLanes * w.stride[2] + kLanes;
-  for (int64_t kh = 0; kh < w.k[1]; ++kh)
-    for (int64_t kw = 0; kw < w.k[2]; ++kw) p.tapoff.push_back(kh * w.dil[1] * p.pw + kw * w.dil[2]);
-  return p;
-}
-
-std::vector<OutVector> out_vectors(const Window& w, const Padded& p) {
-  std::vector<OutVector> out;
-  for (int64_t oh = 0; oh < w.out[1]; ++oh)
-    for (int64_t ow = 0; ow < w.out[2]; ow += kLanes)
-      out.push_back({oh * w.stride[1] * p.pw + ow * w.stride[2], oh * w.out[2] + ow,
-                     int(std::min<int64_t>(kLanes, w.out[2] - ow))});
-  return out;
-}
 
 /// Copies plane x into the interior of the padded buffer, whose border stays zero.
 void copy_interior(const Window& w, const Padded& p, const float* x, float* out) {
   for (int64_t h = 0; h < w.in[1]; ++h)
     std::memcpy(out + (h + w.pad[1]) * p.pw + w.pad[2], x + h * w.in[2], size_t(w.in[2]) * sizeof(float));
-}
-
-/// The 8 inputs of one tap for consecutive outputs: consecutive floats (step 1) or every other.
-template <int Step>
-__attribute__((always_inline)) inline __m256 taps(const float* src) {
-  if constexpr (Step == 1) {
-    return _mm256_loadu_ps(src);
-  } else {
-    const __m256 pairs = _mm256_shuffle_ps(_mm256_loadu_ps(src), _mm256_loadu_ps(src + kLanes), 0x88);
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(pairs), 0xD8));
-  }
 }
 
 /// One plane: the output vectors kGroup at a time. Taps is the tap count when fixed at compile

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/kernel_paths.h"
+#include "common/padded_plane_avx2.h"
 #include "pool/pool_f32.h"
 
 #if defined(__AVX2__) && !defined(__AVX512F__)
@@ -20,14 +21,15 @@ namespace opforge_nn {
 
 namespace {
 
-constexpr int64_t kLanes = 8;
-constexpr int kGroup = 4;  ///< output vectors in flight
+using avx2::kLanes;
+using avx2::OutVector;
+using avx2::Padded;
+using avx2::first_lanes;
+using avx2::out_vectors;
+using avx2::padded_for;
+using avx2::taps;
 
-/// Lanes [0, n) set, as maskload / maskstore take them.
-inline __m256i first_lanes(int64_t n) {
-  const int c = n <= 0 ? 0 : n >= kLanes ? int(kLanes) : int(n);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
+constexpr int kGroup = 4;  ///< output vectors in flight
 
 /// max: a NaN already in acc stays (as pool_f32.cpp's AVX-512 path combines).
 template <bool Max>
@@ -35,40 +37,6 @@ __attribute__((always_inline)) inline __m256 combine(__m256 acc, __m256 v) {
   return Max ? _mm256_max_ps(v, acc) : _mm256_add_ps(acc, v);
 }
 
-/// The padded copy of a plane (large enough for every window, ceil_mode's last ones included),
-/// with `slack` floats after it for the last vectors' loads, and each tap's offset in it.
-struct Padded {
-  int64_t ph, pw, slack;
-  std::vector<int64_t> tapoff;
-  int64_t size() const { return ph * pw + slack; }
-};
-
-/// One output vector: its tap-0 inputs in the padded plane, its first output, its lane count.
-struct OutVector {
-  int64_t src, y;
-  int lanes;
-};
-
-Padded padded_for(const Window& w) {
-  Padded p;
-  p.ph = std::max(w.in[1] + w.pad[1] + w.pad_end[1], (w.out[1] - 1) * w.stride[1] + (w.k[1] - 1) * w.dil[1] + 1);
-  p.pw = std::max(w.in[2] + w.pad[2] + w.pad_end[2], (w.out[2] - 1) * w.stride[2] + (w.k[2] - 1) * w.dil[2] + 1);
-  p.slack = 2 * kLanes * w.stride[2] + kLanes;
-  for (int64_t kh = 0; kh < w.k[1]; ++kh)
-    for (int64_t kw = 0; kw < w.k[2]; ++kw) p.tapoff.push_back(kh * w.dil[1] * p.pw + kw * w.dil[2]);
-  return p;
-}
-
-std::vector<OutVector> out_vectors(const Window& w, const Padded& p) {
-  std::vector<OutVector> out;
-  for (int64_t oh = 0; oh < w.out[1]; ++oh)
-    for (int64_t ow = 0; ow < w.out[2]; ow += kLanes)
-      out.push_back({oh * w.stride[1] * p.pw + ow * w.stride[2], oh * w.out[2] + ow,
-                     int(std::min<int64_t>(kLanes, w.out[2] - ow))});
-  return out;
-}
-
-/// 1 / taps counted per output (inside the input, or inside the padded input with include_pad).
 std::vector<float> inverse_counts(const PoolPlan& plan, bool include_pad) {
   const AxisTaps &th = plan.taps[1], &tw = plan.taps[2];
   std::vector<float> inv(size_t(plan.w.out[1] * plan.w.out[2]));
@@ -78,16 +46,6 @@ std::vector<float> inverse_counts(const PoolPlan& plan, bool include_pad) {
       inv[size_t(oh * plan.w.out[2] + ow)] = n > 0 ? 1.f / float(n) : 0.f;
     }
   return inv;
-}
-
-template <int Step>
-__attribute__((always_inline)) inline __m256 taps(const float* src) {
-  if constexpr (Step == 1) {
-    return _mm256_loadu_ps(src);
-  } else {
-    const __m256 pairs = _mm256_shuffle_ps(_mm256_loadu_ps(src), _mm256_loadu_ps(src + kLanes), 0x88);
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(pairs), 0xD8));
-  }
 }
 
 /// One plane from its padded copy: the output vectors kGroup at a time. Taps: the tap count

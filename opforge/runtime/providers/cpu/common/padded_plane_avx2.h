@@ -1,0 +1,74 @@
+// padded_plane_avx2.h: what the AVX2 window kernels (depthwise conv, pools) share: lane masks,
+// the padded copy of a plane that lets every tap load without a bounds check, the output
+// vectors over it, and one tap's 8 inputs at stride 1 or 2.
+#pragma once
+
+#if defined(__AVX2__)
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "conv/conv.h"
+
+namespace opforge_nn::avx2 {
+
+constexpr int kLanes = 8;  ///< floats per vector
+
+/// Lanes [0, n) set (none for n <= 0, all from 8 on), as maskload / maskstore take them.
+__attribute__((always_inline)) inline __m256i first_lanes(int64_t n) {
+  const int c = n <= 0 ? 0 : n >= kLanes ? kLanes : int(n);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/// The padded copy of one input plane: large enough for every window (ceil_mode's last ones
+/// included), `slack` floats after it for the last vectors' loads (lanes past the row are never
+/// stored), and each tap's (kh, kw) offset in it.
+struct Padded {
+  int64_t ph, pw, slack;
+  std::vector<int64_t> tapoff;
+  int64_t size() const { return ph * pw + slack; }
+};
+
+/// One output vector: where its tap-0 inputs start in the padded plane, where its lanes go in
+/// the output plane, and how many there are.
+struct OutVector {
+  int64_t src, y;
+  int lanes;
+};
+
+inline Padded padded_for(const Window& w) {
+  Padded p;
+  p.ph = std::max(w.in[1] + w.pad[1] + w.pad_end[1], (w.out[1] - 1) * w.stride[1] + (w.k[1] - 1) * w.dil[1] + 1);
+  p.pw = std::max(w.in[2] + w.pad[2] + w.pad_end[2], (w.out[2] - 1) * w.stride[2] + (w.k[2] - 1) * w.dil[2] + 1);
+  p.slack = 2 * kLanes * w.stride[2] + kLanes;
+  for (int64_t kh = 0; kh < w.k[1]; ++kh)
+    for (int64_t kw = 0; kw < w.k[2]; ++kw) p.tapoff.push_back(kh * w.dil[1] * p.pw + kw * w.dil[2]);
+  return p;
+}
+
+inline std::vector<OutVector> out_vectors(const Window& w, const Padded& p) {
+  std::vector<OutVector> out;
+  for (int64_t oh = 0; oh < w.out[1]; ++oh)
+    for (int64_t ow = 0; ow < w.out[2]; ow += kLanes)
+      out.push_back({oh * w.stride[1] * p.pw + ow * w.stride[2], oh * w.out[2] + ow,
+                     int(std::min<int64_t>(kLanes, w.out[2] - ow))});
+  return out;
+}
+
+/// The 8 inputs of one tap for consecutive outputs: consecutive floats (step 1) or every other.
+template <int Step>
+__attribute__((always_inline)) inline __m256 taps(const float* src) {
+  if constexpr (Step == 1) {
+    return _mm256_loadu_ps(src);
+  } else {
+    const __m256 pairs = _mm256_shuffle_ps(_mm256_loadu_ps(src), _mm256_loadu_ps(src + kLanes), 0x88);
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(pairs), 0xD8));
+  }
+}
+
+}  // namespace opforge_nn::avx2
+
+#endif
