@@ -75,6 +75,14 @@ def kernel_march() -> str:
     return os.environ.get("OPFORGE_KERNEL_MARCH", "").strip() or "native"
 
 
+def kernel_families() -> list:
+    """$OPFORGE_KERNEL_FAMILIES=conv,pool,...: with OPFORGE_KERNEL_MARCH, only these family
+    folders of the built-in kernels are compiled for that target, and their ops override the
+    native library's, which serves every other op (a test of the conv paths below this machine's
+    then compiles conv's sources, not all of them). Empty (default): all of them."""
+    return [f.strip() for f in os.environ.get("OPFORGE_KERNEL_FAMILIES", "").split(",") if f.strip()]
+
+
 GEMM_ISAS = ("auto", "avx512", "avx2", "neon", "portable", "blas")
 
 

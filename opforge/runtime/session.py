@@ -155,7 +155,9 @@ class InferenceSession(SessionExtras):
         override built-ins of the same domain and op type)."""
         builtin = KernelRegistry(parent=default_registry)
         if CPU in self._providers and native.kernel_sources():
-            register_library(builtin, native.cpu_kernels(), CPU, self._pool)
+            for depth, library in enumerate(native.kernel_layers()):
+                builtin = KernelRegistry(parent=builtin) if depth else builtin
+                register_library(builtin, library, CPU, self._pool)
         if self.device is not None:
             from opforge.runtime.providers import cuda
 

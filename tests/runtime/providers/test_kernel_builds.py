@@ -5,8 +5,9 @@ whatever CPU it lands on.
 The main run tests the library `pip install` built with -march=native. Where -march=haswell
 (AVX2 + FMA) would choose other hand-written paths (an AVX-512 machine), the kernel and model
 tests run again in a fresh process against a haswell build (OPFORGE_KERNEL_MARCH, built into the
-test cache); likewise the kernel tests and the conv tests against an x86-64-v2 build (SSE4.2: the
-portable fallbacks). Where a target would choose the same paths as the native build, the native
+test cache); likewise the conv, pool and gemm tests against an x86-64-v2 build (SSE4.2: the
+portable fallbacks) of those families alone, layered over the native library for every other op
+(OPFORGE_KERNEL_FAMILIES: a tenth of the compiling). Where a target would choose the same paths as the native build, the native
 build is that build: the test says so and skips, and the main run's list of kernel paths shows
 what it tested.
 """
@@ -32,6 +33,9 @@ SUITES = {
     "x86-64-v2": ["tests/runtime/providers/cpu/test_kernels_nn.py", "tests/runtime/passes/test_fusions_conv.py",
                   "tests/runtime/passes/test_packed_conv.py"],
 }
+# the kernel families compiled for the target (the rest of the ops run on the native library);
+# all of them where none are named. The x86-64-v2 suite tests conv, pool and gemm ops alone.
+FAMILIES = {"haswell": [], "x86-64-v2": ["common", "conv", "gemm", "pool"]}
 # instruction sets a build for the target must not report
 ABSENT = {"haswell": ["avx512f"], "x86-64-v2": ["avx512f", "avx2", "fma"]}
 
@@ -61,7 +65,7 @@ def test_kernel_and_model_tests_pass_on_a_lower_build(march):
     if here == there:
         pytest.skip(f"this machine's native build chooses the paths a -march={march} build does (the "
                     f"kernels test {sorted(macros)}; both define {sorted(here)}): the main run tested them")
-    env = dict(os.environ, OPFORGE_KERNEL_MARCH=march)
+    env = dict(os.environ, OPFORGE_KERNEL_MARCH=march, OPFORGE_KERNEL_FAMILIES=",".join(FAMILIES[march]))
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *SUITES[march]],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     tail = "\n".join(proc.stdout.splitlines()[-60:])
@@ -81,6 +85,15 @@ def test_the_lower_build_is_found_by_the_macros_the_kernels_test():
         assert "__AVX512F__" not in defined_for("haswell", macros)
         assert "__AVX512F__" in defined_for("skylake-avx512", macros)
         assert not {"__AVX2__", "__FMA__", "__AVX512F__"} & defined_for("x86-64-v2", macros)
+
+
+def test_kernel_families_name_their_folders():
+    files = native.family_files(["conv", "pool"])
+    assert "conv/conv_packed.cpp" in files and "pool/pool_avx2.cpp" in files
+    assert all(f.split("/")[0] in ("conv", "pool") for f in files)
+    assert {p.name for p in native.kernel_sources(files)} == {f.split("/")[1] for f in files}
+    with pytest.raises(ValueError, match=r"convolution.*the kernel families are .*conv"):
+        native.family_files(["convolution"])
 
 
 def test_an_unknown_target_fails_the_build_with_the_compilers_word(monkeypatch, tmp_path):

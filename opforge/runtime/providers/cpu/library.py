@@ -70,10 +70,38 @@ def cpu_kernels(files=None):
     """The built-in kernel library (an OpLibrary): the prebuilt one when it is current, else
     built on first use and cached. `files` restricts the build to some sources (for developing
     one kernel family); set OPFORGE_PREBUILT_KERNELS=0 to always build from the sources, and
-    OPFORGE_KERNEL_MARCH to build them for another target than this machine."""
+    OPFORGE_KERNEL_MARCH to build them for another target than this machine (with
+    OPFORGE_KERNEL_FAMILIES, only those family folders: see kernel_layers)."""
     from opforge import config
 
     march = config.kernel_march()
+    if not files and march != "native":
+        files = family_files(config.kernel_families())
+    return _library(files, march)
+
+
+def kernel_layers() -> list:
+    """The built-in kernel libraries a session registers, each over the one before (its ops
+    override theirs): cpu_kernels(), below it the native library where cpu_kernels() holds only
+    some families built for another target (OPFORGE_KERNEL_FAMILIES)."""
+    from opforge import config
+
+    if config.kernel_march() != "native" and config.kernel_families():
+        return [_library(None, "native"), cpu_kernels()]
+    return [cpu_kernels()]
+
+
+def family_files(families) -> list:
+    """The sources of the named family folders ("conv", "pool" ...), as paths below this folder."""
+    unknown = [f for f in families if not (KERNEL_DIR / f).is_dir() or f.startswith((".", "_"))]
+    if unknown:
+        known = sorted(p.name for p in KERNEL_DIR.iterdir() if p.is_dir() and any(p.glob("*.cpp")))
+        raise ValueError(f"OPFORGE_KERNEL_FAMILIES names {', '.join(unknown)}: the kernel families are "
+                         f"{', '.join(known)}")
+    return [str(p.relative_to(KERNEL_DIR)) for f in families for p in sorted((KERNEL_DIR / f).glob("*.cpp"))]
+
+
+def _library(files, march: str):
     key = (tuple(files or ()), march)
     if key not in _loaded:
         _preload_blas()
