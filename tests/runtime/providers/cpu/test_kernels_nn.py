@@ -485,7 +485,35 @@ def test_zoo_pools_on_two_threads(kernels, op_type, xs, attrs):
     if xs[2:] == tuple(attrs["kernel_shape"]):
         assert_path(taken, "pool.global", POOL_ISAS)
     elif build_isa() == "avx2":
-        assert_path(taken, "pool.padded", POOL_ISAS)
+        assert_path(taken, "pool.padded", POOL_ISAS)   # padded windows, and the last planes of the others
+        if not any(attrs.get("pads", [0])):
+            assert_path(taken, "pool.in_place", POOL_ISAS)
+
+
+# Windows inside the plane (AVX2): planes read where they lie, the last ones (whose final loads
+# would run past the input) from a padded copy, and planes too small for that from copies only.
+IN_PLACE_POOL_CASES = [
+    ("MaxPool", (2, 5, 17, 23), dict(kernel_shape=[3, 3], strides=[2, 2]), True),
+    ("AveragePool", (1, 7, 9, 40), dict(kernel_shape=[2, 3], strides=[1, 2]), True),
+    ("MaxPool", (1, 9, 6, 5), dict(kernel_shape=[2, 2], strides=[1, 1]), True),
+    ("MaxPool", (1, 3, 3, 3), dict(kernel_shape=[2, 2]), False),
+    ("MaxPool", (1, 6, 10, 10), dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1), False),  # a window past the end
+]
+
+
+@pytest.mark.parametrize("op_type, xs, attrs, in_place", IN_PLACE_POOL_CASES)
+def test_pools_read_planes_in_place(kernels, op_type, xs, attrs, in_place):
+    opset = 19 if op_type == "AveragePool" else 12
+    x = rand(*xs)
+    want, = run_onnxruntime(op_type, [x], attrs, opset)
+    with paths_taken() as taken:
+        got, = run_handle(kernels.op(op_type, version=opset), [x], [want], attrs)
+    assert_close(got, want, F32["rtol"], F32["atol"], op_type)
+    assert_would_catch(got, want, F32["rtol"], F32["atol"], op_type)
+    if build_isa() != "avx2":
+        pytest.skip(f"planes are read in place by the AVX2 pools; this build is {build_isa()} (the numbers matched)")
+    assert ("pool.in_place.avx2" in taken) == in_place, sorted(taken)
+    assert "pool.padded.avx2" in taken, sorted(taken)
 
 
 @pytest.mark.parametrize("xs, attrs", POOL_CASES)

@@ -1,6 +1,6 @@
 // padded_plane_avx2.h: what the AVX2 window kernels (depthwise conv, pools) share: lane masks,
 // the padded copy of a plane that lets every tap load without a bounds check, the output
-// vectors over it, and one tap's 8 inputs at stride 1 or 2.
+// vectors over it (or over the plane read in place), and one tap's 8 inputs at stride 1 or 2.
 #pragma once
 
 #if defined(__AVX2__)
@@ -58,14 +58,42 @@ inline std::vector<OutVector> out_vectors(const Window& w, const Padded& p) {
   return out;
 }
 
-/// The 8 inputs of one tap for consecutive outputs: consecutive floats (step 1) or every other.
+/// The plane read where it lies, as a Padded of its own size (no slack: see in_place_slack),
+/// where the window has no pads and every window lies inside the input; else ph = 0.
+inline Padded in_place_for(const Window& w) {
+  Padded p{0, w.in[2], 0, {}};
+  for (int a = 1; a < 3; ++a)
+    if (w.pad[a] != 0 || w.pad_end[a] != 0 || (w.out[a] - 1) * w.stride[a] + (w.k[a] - 1) * w.dil[a] + 1 > w.in[a])
+      return p;
+  p.ph = w.in[1];
+  for (int64_t kh = 0; kh < w.k[1]; ++kh)
+    for (int64_t kw = 0; kw < w.k[2]; ++kw) p.tapoff.push_back(kh * w.dil[1] * p.pw + kw * w.dil[2]);
+  return p;
+}
+
+/// Floats past a plane read in place that its last vectors' loads may touch (lanes never stored):
+/// a plane may be read in place only where that many floats of the input follow it.
+inline int64_t in_place_slack(const Window& w) { return 2 * kLanes * w.stride[2] + kLanes; }
+
+/// The 8 inputs of one tap for consecutive outputs, consecutive floats (step 1) or every other,
+/// with step 2 in the lane order of `in_order`: taps combined lane by lane (max, add, fma with a
+/// broadcast weight) are put in order once, not a permute per tap.
 template <int Step>
-__attribute__((always_inline)) inline __m256 taps(const float* src) {
+__attribute__((always_inline)) inline __m256 taps_unordered(const float* src) {
   if constexpr (Step == 1) {
     return _mm256_loadu_ps(src);
   } else {
-    const __m256 pairs = _mm256_shuffle_ps(_mm256_loadu_ps(src), _mm256_loadu_ps(src + kLanes), 0x88);
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(pairs), 0xD8));
+    return _mm256_shuffle_ps(_mm256_loadu_ps(src), _mm256_loadu_ps(src + kLanes), 0x88);
+  }
+}
+
+/// A combination of taps_unordered's vectors in output order.
+template <int Step>
+__attribute__((always_inline)) inline __m256 in_order(__m256 v) {
+  if constexpr (Step == 1) {
+    return v;
+  } else {
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xD8));
   }
 }
 

@@ -23,8 +23,9 @@ using avx2::kLanes;
 using opforge_nn::avx2::OutVector;
 using opforge_nn::avx2::Padded;
 using opforge_nn::avx2::out_vectors;
+using opforge_nn::avx2::in_order;
 using opforge_nn::avx2::padded_for;
-using opforge_nn::avx2::taps;
+using opforge_nn::avx2::taps_unordered;
 
 constexpr int64_t kMaxTaps = 64;  ///< kernels up to 8x8 keep their weights on the stack
 constexpr int kGroup = 4;         ///< output vectors in flight: each tap's FMAs are independent
@@ -54,10 +55,10 @@ void run_plane(const Padded& p, const std::vector<OutVector>& vecs, const float*
 #pragma GCC unroll 25
     for (int64_t t = 0; t < n; ++t)
 #pragma GCC unroll 4
-      for (int i = 0; i < kGroup; ++i) acc[i] = _mm256_fmadd_ps(wv[t], taps<Step>(src[i] + off[t]), acc[i]);
+      for (int i = 0; i < kGroup; ++i) acc[i] = _mm256_fmadd_ps(wv[t], taps_unordered<Step>(src[i] + off[t]), acc[i]);
     for (int i = 0; i < g; ++i) {
       const OutVector& v = vecs[v0 + size_t(i)];
-      __m256 out = acc[i];
+      __m256 out = in_order<Step>(acc[i]);
       if (v.lanes == kLanes) {
         if (z != nullptr) out = _mm256_add_ps(out, _mm256_loadu_ps(z + v.y));
         _mm256_storeu_ps(y + v.y, act ? avx2::activate(out, e) : out);

@@ -205,44 +205,69 @@ void run_tile(int rows, const float* a, const int64_t* koff, const float* b, int
 
 #else
 
-/// T rows [0, R) (32 floats each) (+)= the block's positions x the panel's kc rows: four
-/// vectors of channels per position, 12 accumulators at most; the first block starts from the
-/// panel's bias. The sums stay in T; store_panel moves them into Y after the last block.
-template <int R>
-void tile(const float* a, const int64_t* koff, const float* b, int64_t kc, float* t, const float* bias) {
-  __m256 acc[R][4];
-#pragma GCC unroll 3
-  for (int r = 0; r < R; ++r)
+/// T rows [0, R) (32 floats each) (+)= R positions x the panel's kc rows, the first H vectors of
+/// channels (4: the whole panel, R <= 3; 2: its first 16 channels, R <= 6, for a panel of 16 or
+/// fewer): 12 accumulators at most. Row r reads a + pos[r] at each k's offset, so a tile's
+/// positions may come from different output rows (a 13-wide row is then not cut into tiles of
+/// 3, 3, 3, 2, 2). The first block starts from the panel's bias. The sums stay in T;
+/// store_panel moves them into Y after the last block.
+template <int R, int H>
+void tile(const float* a, const int64_t* pos, const int64_t* koff, const float* b, int64_t kc, float* t,
+          const float* bias) {
+  __m256 acc[R][H];
+  const float* ar[R];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    ar[r] = a + pos[r];
 #pragma GCC unroll 4
-    for (int h = 0; h < 4; ++h) acc[r][h] = _mm256_loadu_ps(bias ? bias + 8 * h : t + r * kPanel + 8 * h);
+    for (int h = 0; h < H; ++h) acc[r][h] = _mm256_loadu_ps(bias ? bias + 8 * h : t + r * kPanel + 8 * h);
+  }
   for (int64_t k = 0; k < kc; ++k, b += kPanel) {
     _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchRows * kPanel), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchRows * kPanel + 16), _MM_HINT_T0);
-    const float* ak = a + koff[k];
+    if (H > 2) _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchRows * kPanel + 16), _MM_HINT_T0);
+    const int64_t off = koff[k];
     __m256 av[R];
-#pragma GCC unroll 3
-    for (int r = 0; r < R; ++r) av[r] = _mm256_broadcast_ss(ak + r);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) av[r] = _mm256_broadcast_ss(ar[r] + off);
 #pragma GCC unroll 4
-    for (int h = 0; h < 4; ++h) {
+    for (int h = 0; h < H; ++h) {
       // loaded once into a register: GCC would fold the load into each of the R FMAs, and
       // three loads per FMA pair left the tile waiting on the load ports
       __m256 bv = _mm256_loadu_ps(b + 8 * h);
       __asm__("" : "+x"(bv));
-#pragma GCC unroll 3
+#pragma GCC unroll 6
       for (int r = 0; r < R; ++r) acc[r][h] = _mm256_fmadd_ps(av[r], bv, acc[r][h]);
     }
   }
-#pragma GCC unroll 3
+#pragma GCC unroll 6
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-    for (int h = 0; h < 4; ++h) _mm256_storeu_ps(t + r * kPanel + 8 * h, acc[r][h]);
+    for (int h = 0; h < H; ++h) _mm256_storeu_ps(t + r * kPanel + 8 * h, acc[r][h]);
 }
 
-void run_tile(int rows, const float* a, const int64_t* koff, const float* b, int64_t kc, float* t, const float* bias) {
-  switch (rows) {
-    case 1: return tile<1>(a, koff, b, kc, t, bias);
-    case 2: return tile<2>(a, koff, b, kc, t, bias);
-    default: return tile<3>(a, koff, b, kc, t, bias);
+/// The tiles of `positions` consecutive positions of Y (pos: their offsets in the source), 3 x 32
+/// channels each, or 6 x 16 where the panel has 16 channels or fewer.
+void run_tiles(bool half, int64_t positions, const float* a, const int64_t* pos, const int64_t* koff, const float* b,
+               int64_t kc, float* t, const float* bias) {
+  const int rows = half ? 6 : 3;
+  for (int64_t p = 0; p < positions; p += rows, pos += rows, t += rows * kPanel) {
+    const int64_t r = std::min<int64_t>(rows, positions - p);
+    if (!half) {
+      switch (r) {
+        case 1: tile<1, 4>(a, pos, koff, b, kc, t, bias); break;
+        case 2: tile<2, 4>(a, pos, koff, b, kc, t, bias); break;
+        default: tile<3, 4>(a, pos, koff, b, kc, t, bias); break;
+      }
+    } else {
+      switch (r) {
+        case 1: tile<1, 2>(a, pos, koff, b, kc, t, bias); break;
+        case 2: tile<2, 2>(a, pos, koff, b, kc, t, bias); break;
+        case 3: tile<3, 2>(a, pos, koff, b, kc, t, bias); break;
+        case 4: tile<4, 2>(a, pos, koff, b, kc, t, bias); break;
+        case 5: tile<5, 2>(a, pos, koff, b, kc, t, bias); break;
+        default: tile<6, 2>(a, pos, koff, b, kc, t, bias); break;
+      }
+    }
   }
 }
 
@@ -353,24 +378,24 @@ void run_task(const Job& job, int64_t image, int64_t panel, int64_t b0, int64_t 
 #else
 
 /// Panel `panel` of image `image` at row blocks [b0, b1) (consecutive positions of Y): every K
-/// block into the scratch sums, which then go into Y, then the activations not applied in
-/// registers.
+/// block into the scratch sums, tiles running on across the blocks' rows, then the sums into Y,
+/// then the activations not applied in registers.
 void run_task(const Job& job, int64_t image, int64_t panel, int64_t b0, int64_t b1) {
   thread_local std::vector<float> scratch;
-  int64_t positions = 0;
-  for (int64_t b = b0; b < b1; ++b) positions += job.blocks[size_t(b)].rows;
+  thread_local std::vector<int64_t> pos;  // each position's offset in the source
+  pos.clear();
+  for (int64_t b = b0; b < b1; ++b)
+    for (int r = 0; r < job.blocks[size_t(b)].rows; ++r) pos.push_back(job.blocks[size_t(b)].src + r);
+  const int64_t positions = int64_t(pos.size());
   if (scratch.size() < size_t(positions * kPanel)) scratch.resize(size_t(positions * kPanel));
   const PanelRef ref = panel_ref(job, image, panel);
   const int64_t p = job.s.w.out_size(), first_row = ref.first_row;
+  const bool half = ref.count <= 16;
+  if (half) OPFORGE_KERNEL_PATH("conv.packed.half_panel");
   for (int64_t k0 = 0; k0 < job.k; k0 += kBlockK) {
     const int64_t kc = std::min(kBlockK, job.k - k0);
-    float* t = scratch.data();
-    for (int64_t b = b0; b < b1; ++b) {
-      const RowBlock& rb = job.blocks[size_t(b)];
-      run_tile(rb.rows, ref.src + rb.src, job.koff.data() + k0, ref.w + k0 * kPanel, kc, t,
-               k0 == 0 ? ref.bias : nullptr);
-      t += rb.rows * kPanel;
-    }
+    run_tiles(half, positions, ref.src, pos.data(), job.koff.data() + k0, ref.w + k0 * kPanel, kc, scratch.data(),
+              k0 == 0 ? ref.bias : nullptr);
   }
   const int count = ref.count;
   const int64_t y0 = first_row + job.blocks[size_t(b0)].y;

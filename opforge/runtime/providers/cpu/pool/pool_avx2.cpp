@@ -1,6 +1,7 @@
 // pool_avx2.cpp: float32 1-D/2-D MaxPool (without Indices) and AveragePool with AVX2, for builds
-// without AVX-512 (pool_f32.cpp has those). Each plane is copied into a buffer padded with the
-// reduction's identity (-inf for max, 0 for the mean), so no tap needs a bounds check; outputs
+// without AVX-512 (pool_f32.cpp has those). A plane is read where it lies when every window is
+// inside it, else copied into a buffer padded with the reduction's identity (-inf for max, 0 for
+// the mean), so no tap needs a bounds check; outputs
 // run 8 to a vector along each output row, four vectors in flight (across rows on small maps),
 // stride 2 picking every other float of two loads. The mean multiplies by each output's inverse
 // tap count, worked out once per call. A window covering the whole plane is a plain reduction.
@@ -25,9 +26,12 @@ using avx2::kLanes;
 using avx2::OutVector;
 using avx2::Padded;
 using avx2::first_lanes;
+using avx2::in_order;
+using avx2::in_place_for;
+using avx2::in_place_slack;
 using avx2::out_vectors;
 using avx2::padded_for;
-using avx2::taps;
+using avx2::taps_unordered;
 
 constexpr int kGroup = 4;  ///< output vectors in flight
 
@@ -67,8 +71,9 @@ void run_plane(const Padded& p, const std::vector<OutVector>& vecs, const float*
 #pragma GCC unroll 9
     for (int64_t t = 0; t < n; ++t)
 #pragma GCC unroll 4
-      for (int i = 0; i < kGroup; ++i) acc[i] = combine<Max>(acc[i], taps<Step>(src[i] + off[t]));
+      for (int i = 0; i < kGroup; ++i) acc[i] = combine<Max>(acc[i], taps_unordered<Step>(src[i] + off[t]));
     for (int i = 0; i < g; ++i) {
+      acc[i] = in_order<Step>(acc[i]);
       const OutVector& v = vecs[v0 + size_t(i)];
       if (v.lanes == kLanes) {
         _mm256_storeu_ps(y + v.y, Max ? acc[i] : _mm256_mul_ps(acc[i], _mm256_loadu_ps(inv + v.y)));
@@ -129,9 +134,16 @@ bool pool_f32(KernelContext& ctx, const PoolPlan& plan, bool max, bool include_p
     });
     return true;
   }
-  OPFORGE_KERNEL_PATH("pool.padded");
-  const Padded p = padded_for(w);
+  const Padded p = padded_for(w), direct = in_place_for(w);
+  // Planes are read where they lie when no window reaches past them and enough of the input
+  // follows for the last vectors' loads; the others (and every plane of a padded window) from a
+  // padded copy.
+  const int64_t direct_planes =
+      direct.ph == 0 ? 0 : std::max<int64_t>(0, plan.planes - (in_place_slack(w) + in - 1) / std::max<int64_t>(1, in));
+  if (direct_planes > 0) OPFORGE_KERNEL_PATH("pool.in_place");
+  if (direct_planes < plan.planes) OPFORGE_KERNEL_PATH("pool.padded");
   const std::vector<OutVector> vecs = out_vectors(w, p);
+  const std::vector<OutVector> direct_vecs = direct_planes > 0 ? out_vectors(w, direct) : std::vector<OutVector>();
   const std::vector<float> inv = max ? std::vector<float>() : inverse_counts(plan, include_pad);
   const int64_t taps = w.k_size();
   const PlaneRun run = w.stride[2] == 1 ? (max ? plane_run<1, true>(taps) : plane_run<1, false>(taps))
@@ -140,9 +152,14 @@ bool pool_f32(KernelContext& ctx, const PoolPlan& plan, bool max, bool include_p
   const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in + out * taps));
   ctx.parallel_for(plan.planes, grain, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> padded;
-    padded.assign(size_t(p.size()), fill);
+    bool filled = false;
     for (int64_t c = begin; c < end; ++c) {
       const float* xc = x + c * in;
+      if (c < direct_planes) {
+        run(direct, direct_vecs, xc, inv.data(), y + c * out);
+        continue;
+      }
+      if (!filled) padded.assign(size_t(p.size()), fill), filled = true;
       for (int64_t h = 0; h < w.in[1]; ++h)
         std::memcpy(padded.data() + (h + w.pad[1]) * p.pw + w.pad[2], xc + h * w.in[2], size_t(w.in[2]) * sizeof(float));
       run(p, vecs, padded.data(), inv.data(), y + c * out);
