@@ -2,6 +2,7 @@
 // writing planned arena offsets; Python steps get numpy views and hand back arrays.
 #include "executor.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstdint>
@@ -467,9 +468,60 @@ void Plan::observe_outputs(Run& r, const PlanStep& s, const std::vector<py::obje
   }
 }
 
+namespace {
+constexpr uint64_t kAdaptPeriod = 1024;  // runs from one measurement of the steps to the next
+constexpr uint64_t kAdaptFirst = 2;      // the first runs warm the caches: not measured
+constexpr uint64_t kAdaptTrials = 4;     // measured runs each way (with workers, alone)
+constexpr int64_t kNever = INT64_MAX;
+}  // namespace
+
+struct Plan::StepThreads {
+  std::atomic<int64_t> best[2];  // nanoseconds at best with the workers [0] / alone [1]
+  std::atomic<bool> solo{false};
+  StepThreads() { best[0] = best[1] = kNever; }
+};
+
+/// After a run in phase `phase` of its period: a run that starts the measurement forgets the
+/// last one's times, the one that ends it decides each step (`ok`: the run finished, its times
+/// are whole).
+void Plan::adapt_threads(uint64_t phase, bool ok) {
+  if (phase + 1 != kAdaptFirst + 2 * kAdaptTrials || !ok) return;
+  bool all_solo = true;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    StepThreads& t = step_threads_[i];
+    const int64_t with = t.best[0].load(std::memory_order_relaxed), alone = t.best[1].load(std::memory_order_relaxed);
+    const bool solo = alone < with;
+    t.solo.store(solo, std::memory_order_relaxed);
+    all_solo = all_solo && (solo || !steps_[i].op);
+  }
+  all_solo_.store(all_solo, std::memory_order_relaxed);
+}
+
+std::vector<int> Plan::alone_steps() const {
+  std::vector<int> out;
+  if (threads_ready_.load(std::memory_order_acquire))
+    for (size_t i = 0; i < steps_.size(); ++i)
+      if (steps_[i].op && step_threads_[i].solo.load(std::memory_order_relaxed)) out.push_back(int(i));
+  return out;
+}
+
 py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const std::vector<int>& outputs,
                    py::object cancel, py::object observe) {
-  if (pool_) pool_->prewake();  // the workers wake while the feeds are bound
+  const bool adapt = pool_ != nullptr && pool_->num_threads() > 1;
+  uint64_t phase = 0;
+  if (adapt) {
+    std::call_once(threads_once_, [&] {
+      step_threads_.reset(new StepThreads[steps_.size()]);
+      threads_ready_.store(true, std::memory_order_release);
+    });
+    phase = runs_.fetch_add(1, std::memory_order_relaxed) % kAdaptPeriod;
+    if (phase == kAdaptFirst)
+      for (size_t i = 0; i < steps_.size(); ++i) step_threads_[i].best[0] = step_threads_[i].best[1] = kNever;
+  }
+  const bool measuring = adapt && phase >= kAdaptFirst && phase < kAdaptFirst + 2 * kAdaptTrials;
+  const bool alone = (phase & 1) != 0;  // how a measuring run runs its steps
+  if (pool_ && !(all_solo_.load(std::memory_order_relaxed) && !measuring))
+    pool_->prewake();  // the workers wake while the feeds are bound
   std::vector<py::object> hooks;  // per slot: the callable observing it, when any
   if (!observe.is_none()) {
     hooks.resize(slots_.size());
@@ -510,7 +562,22 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
         const double started = profiling_ ? now_seconds() : 0.0;
         if (s.op) {
           if (!nogil) nogil.emplace();
-          run_native(r, s);
+          if (!adapt) {
+            run_native(r, s);
+          } else if (!measuring) {
+            ThreadPool::Solo solo(step_threads_[size_t(step - steps_.data())].solo.load(std::memory_order_relaxed));
+            run_native(r, s);
+          } else {
+            const auto t0 = std::chrono::steady_clock::now();
+            {
+              ThreadPool::Solo solo(alone);
+              run_native(r, s);
+            }
+            const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+            std::atomic<int64_t>& best = step_threads_[size_t(step - steps_.data())].best[alone ? 1 : 0];
+            for (int64_t seen = best.load(std::memory_order_relaxed); ns < seen && !best.compare_exchange_weak(seen, ns);) {
+            }
+          }
         } else {
           nogil.reset();
           r.dead.clear();
@@ -542,6 +609,7 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
     std::lock_guard<std::mutex> lock(profile_mu_);
     profile_.insert(profile_.end(), r.times.begin(), r.times.end());
   }
+  if (adapt) adapt_threads(phase, failure.message.empty());
   if (failure.cancelled)
     raise_error(py::module_::import("opforge.runtime.errors").attr("RunCancelledError"), failure.message);
   if (!failure.message.empty())

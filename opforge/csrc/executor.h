@@ -4,6 +4,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -90,6 +91,10 @@ class Plan {
   void set_profiling(bool on) { profiling_ = on; }
   py::list take_profile();
 
+  /// The steps that run on the calling thread alone, as the last measurement decided (see
+  /// adapt_threads); empty before it, and for a plan without workers.
+  std::vector<int> alone_steps() const;
+
   int64_t arena_bytes() const { return arena_bytes_; }
   size_t num_steps() const { return steps_.size(); }
 
@@ -121,6 +126,14 @@ class Plan {
   void take_buffers(Run& r);
   void give_buffers(Run& r);
 
+  /// Thread adaptation: every kAdaptPeriod runs a plan times each native step kAdaptTrials
+  /// times with its pool's workers and as many times on the running thread alone
+  /// (ThreadPool::Solo), runs alternating, and from then on runs each step the way that was
+  /// faster at its best. Where a second vCPU does not add speed (an SMT sibling, a core another
+  /// process holds), the steps it slowed run alone; nothing else changes, results included.
+  struct StepThreads;
+  void adapt_threads(uint64_t phase, bool ok);
+
   std::vector<SlotInfo> slots_;
   std::vector<PlanStep> steps_;
   std::vector<std::pair<int, py::str>> feed_names_;
@@ -130,6 +143,11 @@ class Plan {
   std::mutex arenas_mu_;
   std::vector<char*> free_arenas_;
   std::vector<std::unique_ptr<RunBuffers>> free_buffers_;  // finished runs' vectors, for the next
+  std::once_flag threads_once_;
+  std::unique_ptr<StepThreads[]> step_threads_;  // per step, made at the first run
+  std::atomic<bool> threads_ready_{false};       // step_threads_ is made
+  std::atomic<uint64_t> runs_{0};
+  std::atomic<bool> all_solo_{false};             // no step uses the workers: none is woken
   bool profiling_ = false;
   std::mutex profile_mu_;
   std::vector<std::tuple<int, double, double>> profile_;

@@ -119,7 +119,10 @@ PYBIND11_MODULE(_core, m) {
       .def("set_profiling", &Plan::set_profiling, py::arg("on"))
       .def("take_profile", &Plan::take_profile)
       .def_property_readonly("arena_bytes", &Plan::arena_bytes)
-      .def_property_readonly("num_steps", &Plan::num_steps);
+      .def_property_readonly("num_steps", &Plan::num_steps)
+      .def_property_readonly("alone_steps", &Plan::alone_steps,
+                             "Indices of the steps measured faster on the calling thread alone than with "
+                             "the pool's workers, which run that way");
 
   m.def("run_loop", &run_loop, py::arg("plan"), py::arg("fixed"), py::arg("iteration_slot"),
         py::arg("condition_slot"), py::arg("carried_slots"), py::arg("carried"), py::arg("scanned_slots"),

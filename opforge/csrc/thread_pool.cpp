@@ -17,7 +17,12 @@ namespace opforge_core {
 
 namespace {
 thread_local bool in_chunk = false;  // nested parallel_for runs serially
+thread_local bool solo = false;      // a ThreadPool::Solo is alive on this thread
 }
+
+ThreadPool::Solo::Solo(bool on) : was_(solo) { solo = on; }
+
+ThreadPool::Solo::~Solo() { solo = was_; }
 
 ThreadPool::ThreadPool(int num_threads) : shares_(new Share[size_t(std::max(num_threads, 1))]) {
   for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
@@ -109,7 +114,7 @@ void ThreadPool::prewake() {
 void ThreadPool::parallel_for(int64_t n, int64_t grain, opf_range_fn fn, void* arg) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
-  if (workers_.empty() || n <= grain || in_chunk || !busy_.try_lock()) {
+  if (workers_.empty() || n <= grain || in_chunk || solo || !busy_.try_lock()) {
     fn(arg, 0, n);
     return;
   }

@@ -45,6 +45,21 @@ class ThreadPool {
   /// The C entry point stored in opf_compute_ctx.
   static void entry(void* pool, int64_t n, int64_t grain, opf_range_fn fn, void* arg);
 
+  /// While one is alive on a thread, the parallel_for calls made there run on that thread alone,
+  /// as a call made while the pool is busy does. Ops see the same thread count and split their
+  /// work as before, so results do not change: a plan runs a step this way where its workers
+  /// made it slower (a second vCPU that is an SMT sibling, or busy with another process).
+  class Solo {
+   public:
+    explicit Solo(bool on);
+    ~Solo();
+    Solo(const Solo&) = delete;
+    Solo& operator=(const Solo&) = delete;
+
+   private:
+    bool was_;
+  };
+
  private:
   /// One thread's share of a call's chunks: indices [next, end) still to take (a cache line each).
   struct alignas(64) Share {

@@ -81,8 +81,11 @@ class CompiledPlan:
     def dump(self) -> str:
         """The steps with the provider each runs on (copies between devices included), then
         the memory plan as a table."""
-        lines = [f"{self.core.num_steps} steps"]
-        lines += [f"  {label[:40]:<42}{op:<24}{provider}" for label, op, provider in self.steps]
+        alone = set(self.core.alone_steps)
+        lines = [f"{self.core.num_steps} steps" + (f" ({len(alone)} measured faster without the pool's "
+                                                    "workers, marked 'alone')" if alone else "")]
+        lines += [f"  {label[:40]:<42}{op:<24}{provider}" + ("  alone" if i in alone else "")
+                  for i, (label, op, provider) in enumerate(self.steps)]
         return "\n".join(lines + [self.memory.dump()])
 
     def __repr__(self) -> str:

@@ -1,0 +1,122 @@
+"""A compiled plan measures each step with its pool's workers and on the running thread alone,
+and runs each the faster way (csrc/executor.cpp, Plan::adapt_threads): a step the workers slow
+down (a second vCPU that is an SMT sibling or busy elsewhere) runs alone, one they speed up keeps
+them, and no result changes meanwhile. Sleeps stand in for slow and fast workers, so the times
+the plan compares differ by milliseconds whatever the machine's load."""
+import time
+
+import numpy as np
+import pytest
+from onnx import helper
+
+import opforge
+from onnx import numpy_helper
+from tests.support.onnx_builders import tensor
+
+
+def model(nodes, inputs, outputs, initializers=()):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.threads", 1)])
+    proto.ir_version = 9
+    return proto
+
+# late_workers: its second chunk sleeps when a worker runs it (caller alone: no sleep);
+# slow_chunks: every chunk sleeps, so two threads halve the step's time.
+OPS = r"""
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <opforge/op.h>
+
+static void late_workers(opforge::KernelContext& ctx) {
+  const auto caller = std::this_thread::get_id();
+  const float* x = ctx.input(0).data<float>();
+  float* y = ctx.output(0).data<float>();
+  const int64_t n = ctx.input(0).numel();
+  ctx.parallel_for(2, 1, [&](int64_t b, int64_t e) {
+    if (std::this_thread::get_id() != caller) std::this_thread::sleep_for(std::chrono::milliseconds(4));
+    for (int64_t half = b; half < e; ++half)
+      for (int64_t i = half * n / 2; i < (half + 1) * n / 2; ++i) y[i] = x[i] + 1.f;
+  });
+}
+
+static void slow_chunks(opforge::KernelContext& ctx) {
+  const float* x = ctx.input(0).data<float>();
+  float* y = ctx.output(0).data<float>();
+  const int64_t n = ctx.input(0).numel();
+  ctx.parallel_for(2, 1, [&](int64_t b, int64_t e) {
+    for (int64_t half = b; half < e; ++half) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(4));
+      for (int64_t i = half * n / 2; i < (half + 1) * n / 2; ++i) y[i] = x[i] * 2.f;
+    }
+  });
+}
+
+OPFORGE_OP(late_workers).domain("com.threads").input("X", {opforge::f32}).output("Y")
+    .infer(opforge::same_as_input0).compute(late_workers);
+OPFORGE_OP(slow_chunks).domain("com.threads").input("X", {opforge::f32}).output("Y")
+    .infer(opforge::same_as_input0).compute(slow_chunks);
+"""
+
+
+@pytest.fixture(scope="module")
+def thread_ops():
+    return opforge.load_inline("thread_adaptation_ops", OPS)
+
+
+def session(m, threads, custom_ops=()):
+    options = opforge.SessionOptions()
+    options.intra_op_num_threads = threads
+    return opforge.InferenceSession(m, options, custom_ops=list(custom_ops))
+
+
+def test_steps_the_workers_slow_run_alone_and_the_others_keep_them(thread_ops):
+    nodes = [helper.make_node("late_workers", ["x"], ["a"], name="late", domain="com.threads"),
+             helper.make_node("slow_chunks", ["a"], ["y"], name="slow", domain="com.threads")]
+    m = model(nodes, [tensor("x", [64])], [tensor("y", None)])
+    sess = session(m, threads=2, custom_ops=[thread_ops])
+    x = np.arange(64, dtype=np.float32)
+    for _ in range(12):   # the first runs record and warm up; then four runs each way
+        np.testing.assert_array_equal(sess.run(None, {"x": x})[0], (x + 1) * 2)
+    plan = sess.memory_plan({"x": x})
+    labels = [label for label, _, _ in plan.steps]
+    alone = [labels[i] for i in plan.core.alone_steps]
+    assert alone == ["late"], plan.dump()
+    assert "late" in plan.dump() and "alone" in plan.dump()
+    started = time.perf_counter()
+    for _ in range(5):
+        sess.run(None, {"x": x})
+    per_run = (time.perf_counter() - started) / 5
+    # alone, late_workers sleeps never; slow_chunks sleeps twice over two threads: ~4 ms a run
+    assert per_run < 0.0075, f"{per_run * 1e3:.1f} ms a run"
+
+
+def test_one_thread_plans_measure_nothing(thread_ops):
+    m = model([helper.make_node("late_workers", ["x"], ["y"], name="late", domain="com.threads")],
+              [tensor("x", [8])], [tensor("y", None)])
+    sess = session(m, threads=1, custom_ops=[thread_ops])
+    x = np.ones(8, np.float32)
+    for _ in range(12):
+        sess.run(None, {"x": x})
+    assert sess.memory_plan({"x": x}).core.alone_steps == []
+
+
+def test_results_are_the_same_bits_while_the_plan_measures_and_after():
+    """The conv, pool, gemm and softmax kernels split their work by the thread count, which a
+    step run alone keeps: every run's output is the first run's, bit for bit."""
+    rng = np.random.default_rng(0)
+    w1 = rng.standard_normal((24, 8, 3, 3)).astype(np.float32)
+    w2 = rng.standard_normal((10, 24 * 8 * 8)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("Gemm", ["f", "w2"], ["g"], transB=1),
+             helper.make_node("Softmax", ["g"], ["y"])]
+    m = model(nodes, [tensor("x", [4, 8, 16, 16])], [tensor("y", None)],
+              initializers=[numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    sess = session(m, threads=2)
+    x = rng.standard_normal((4, 8, 16, 16)).astype(np.float32)
+    first = sess.run(None, {"x": x})[0]
+    for i in range(20):
+        assert np.array_equal(sess.run(None, {"x": x})[0], first), f"run {i + 2} differs"
