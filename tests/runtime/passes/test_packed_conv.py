@@ -136,23 +136,32 @@ def test_convs_that_pack_on_avx2_only(x_shape, w_shape, attrs):
 
 # panels of 16 channels or fewer (AVX2: 6 positions x 16 channels a tile), their positions taken
 # across output rows: 7 x 9 = 63 positions (tiles of 6 and a last of 3), a batch of 2, padding
-# (the source a copy with its own row pitch), 48 = a full panel and a half, 40 = a full panel
-# and 8 channels, strides, and groups of 16
+# (the source a copy with its own row pitch), 48 = a full panel and a half, strides, and groups
+# of 16
 HALF_PANEL = {
     "1x1_m16": ((1, 64, 7, 9), (16, 64, 1, 1), {}),
     "3x3_m48_batch": ((2, 24, 11, 5), (48, 24, 3, 3), dict(pads=[1, 1, 1, 1])),
-    "3x3_stride2_m40": ((1, 20, 15, 13), (40, 20, 3, 3), dict(strides=[2, 2], pads=[1, 1, 0, 0])),
+    "3x3_stride2_m48": ((1, 20, 15, 13), (48, 20, 3, 3), dict(strides=[2, 2], pads=[1, 1, 0, 0])),
     "1x1_groups_of_16": ((1, 32, 10, 10), (32, 16, 1, 1), dict(group=2)),
 }
 
 
-@pytest.mark.parametrize("case", list(HALF_PANEL))
+# panels of 8 channels or fewer (AVX2: 12 positions x 8 channels): shufflenet's 1x1 convs of 4
+# groups of 34 channels, a full panel and 2 channels each; a 3x3 of 40 = 32 + 8
+QUARTER_PANEL = {
+    "1x1_groups_of_34": ((1, 136, 9, 11), (136, 34, 1, 1), dict(group=4)),
+    "3x3_m40_stride2": ((1, 12, 17, 19), (40, 12, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+}
+
+
+@pytest.mark.parametrize("case", list(HALF_PANEL) + list(QUARTER_PANEL))
 @pytest.mark.parametrize("threads", [1, 2])
-def test_half_panels(case, threads):
-    x_shape, w_shape, attrs = HALF_PANEL[case]
+def test_narrow_panels(case, threads):
+    x_shape, w_shape, attrs = {**HALF_PANEL, **QUARTER_PANEL}[case]
     with paths_taken() as taken:
         check(conv_model(x_shape, w_shape, **attrs), feeds(x_shape), threads)
-    assert_path(taken, "conv.packed.half_panel", ("avx2",))
+    path = "conv.packed.half_panel" if case in HALF_PANEL else "conv.packed.quarter_panel"
+    assert_path(taken, path, ("avx2",))
 
 
 # grouped convs: each group's output channels in panels of their own, its input channels read

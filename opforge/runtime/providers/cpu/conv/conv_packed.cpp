@@ -211,8 +211,8 @@ void run_tile(int rows, const float* a, const int64_t* koff, const float* b, int
 #else
 
 /// T rows [0, R) (32 floats each) (+)= R positions x the panel's kc rows, the first H vectors of
-/// channels (4: the whole panel, R <= 3; 2: its first 16 channels, R <= 6, for a panel of 16 or
-/// fewer): 12 accumulators at most. Row r reads a + pos[r] at each k's offset, so a tile's
+/// channels (4: the whole panel, R <= 3; 2: its first 16 channels, R <= 6; 1: its first 8, R <=
+/// 12): 12 accumulators at most. Row r reads a + pos[r] at each k's offset, so a tile's
 /// positions may come from different output rows (a 13-wide row is then not cut into tiles of
 /// 3, 3, 3, 2, 2). The first block starts from the panel's bias. The sums stay in T;
 /// store_panel moves them into Y after the last block.
@@ -221,7 +221,7 @@ void tile(const float* a, const int64_t* pos, const int64_t* koff, const float* 
           const float* bias) {
   __m256 acc[R][H];
   const float* ar[R];
-#pragma GCC unroll 6
+#pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
     ar[r] = a + pos[r];
 #pragma GCC unroll 4
@@ -232,7 +232,7 @@ void tile(const float* a, const int64_t* pos, const int64_t* koff, const float* 
     if (H > 2) _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchRows * kPanel + 16), _MM_HINT_T0);
     const int64_t off = koff[k];
     __m256 av[R];
-#pragma GCC unroll 6
+#pragma GCC unroll 12
     for (int r = 0; r < R; ++r) av[r] = _mm256_broadcast_ss(ar[r] + off);
 #pragma GCC unroll 4
     for (int h = 0; h < H; ++h) {
@@ -240,30 +240,31 @@ void tile(const float* a, const int64_t* pos, const int64_t* koff, const float* 
       // three loads per FMA pair left the tile waiting on the load ports
       __m256 bv = _mm256_loadu_ps(b + 8 * h);
       __asm__("" : "+x"(bv));
-#pragma GCC unroll 6
+#pragma GCC unroll 12
       for (int r = 0; r < R; ++r) acc[r][h] = _mm256_fmadd_ps(av[r], bv, acc[r][h]);
     }
   }
-#pragma GCC unroll 6
+#pragma GCC unroll 12
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int h = 0; h < H; ++h) _mm256_storeu_ps(t + r * kPanel + 8 * h, acc[r][h]);
 }
 
-/// The tiles of `positions` consecutive positions of Y (pos: their offsets in the source), 3 x 32
-/// channels each, or 6 x 16 where the panel has 16 channels or fewer.
-void run_tiles(bool half, int64_t positions, const float* a, const int64_t* pos, const int64_t* koff, const float* b,
-               int64_t kc, float* t, const float* bias) {
-  const int rows = half ? 6 : 3;
+/// The tiles of `positions` consecutive positions of Y (pos: their offsets in the source) over
+/// the first `vectors` x 8 channels of the panel: 3 x 32, 6 x 16 or 12 x 8 (a panel of 16 or 8
+/// channels or fewer: a grouped conv's last panel often holds a few).
+void run_tiles(int vectors, int64_t positions, const float* a, const int64_t* pos, const int64_t* koff,
+               const float* b, int64_t kc, float* t, const float* bias) {
+  const int rows = 12 / vectors;
   for (int64_t p = 0; p < positions; p += rows, pos += rows, t += rows * kPanel) {
     const int64_t r = std::min<int64_t>(rows, positions - p);
-    if (!half) {
+    if (vectors == 4) {
       switch (r) {
         case 1: tile<1, 4>(a, pos, koff, b, kc, t, bias); break;
         case 2: tile<2, 4>(a, pos, koff, b, kc, t, bias); break;
         default: tile<3, 4>(a, pos, koff, b, kc, t, bias); break;
       }
-    } else {
+    } else if (vectors == 2) {
       switch (r) {
         case 1: tile<1, 2>(a, pos, koff, b, kc, t, bias); break;
         case 2: tile<2, 2>(a, pos, koff, b, kc, t, bias); break;
@@ -271,6 +272,21 @@ void run_tiles(bool half, int64_t positions, const float* a, const int64_t* pos,
         case 4: tile<4, 2>(a, pos, koff, b, kc, t, bias); break;
         case 5: tile<5, 2>(a, pos, koff, b, kc, t, bias); break;
         default: tile<6, 2>(a, pos, koff, b, kc, t, bias); break;
+      }
+    } else {
+      switch (r) {
+        case 1: tile<1, 1>(a, pos, koff, b, kc, t, bias); break;
+        case 2: tile<2, 1>(a, pos, koff, b, kc, t, bias); break;
+        case 3: tile<3, 1>(a, pos, koff, b, kc, t, bias); break;
+        case 4: tile<4, 1>(a, pos, koff, b, kc, t, bias); break;
+        case 5: tile<5, 1>(a, pos, koff, b, kc, t, bias); break;
+        case 6: tile<6, 1>(a, pos, koff, b, kc, t, bias); break;
+        case 7: tile<7, 1>(a, pos, koff, b, kc, t, bias); break;
+        case 8: tile<8, 1>(a, pos, koff, b, kc, t, bias); break;
+        case 9: tile<9, 1>(a, pos, koff, b, kc, t, bias); break;
+        case 10: tile<10, 1>(a, pos, koff, b, kc, t, bias); break;
+        case 11: tile<11, 1>(a, pos, koff, b, kc, t, bias); break;
+        default: tile<12, 1>(a, pos, koff, b, kc, t, bias); break;
       }
     }
   }
@@ -395,11 +411,12 @@ void run_task(const Job& job, int64_t image, int64_t panel, int64_t b0, int64_t 
   if (scratch.size() < size_t(positions * kPanel)) scratch.resize(size_t(positions * kPanel));
   const PanelRef ref = panel_ref(job, image, panel);
   const int64_t p = job.s.w.out_size(), first_row = ref.first_row;
-  const bool half = ref.count <= 16;
-  if (half) OPFORGE_KERNEL_PATH("conv.packed.half_panel");
+  const int vectors = ref.count <= 8 ? 1 : ref.count <= 16 ? 2 : 4;
+  if (vectors == 2) OPFORGE_KERNEL_PATH("conv.packed.half_panel");
+  if (vectors == 1) OPFORGE_KERNEL_PATH("conv.packed.quarter_panel");
   for (int64_t k0 = 0; k0 < job.k; k0 += kBlockK) {
     const int64_t kc = std::min(kBlockK, job.k - k0);
-    run_tiles(half, positions, ref.src, pos.data(), job.koff.data() + k0, ref.w + k0 * kPanel, kc, scratch.data(),
+    run_tiles(vectors, positions, ref.src, pos.data(), job.koff.data() + k0, ref.w + k0 * kPanel, kc, scratch.data(),
               k0 == 0 ? ref.bias : nullptr);
   }
   const int count = ref.count;
