@@ -1,6 +1,7 @@
 """Python faces of built ops: a callable per op with its schema as help, and the library module."""
 import inspect
 import types
+import weakref
 
 from opforge import tables
 
@@ -140,9 +141,15 @@ class Op:
     it as one) with its own name, signature and docstring, not as a class with methods.
     """
 
-    def __init__(self, handle, opset: int = 0):
+    def __init__(self, handle, opset: int = 0, library=None):
         self.opset = opset   # as a node of this opset calls it (0: any version; see OpLibrary.op)
+        self._library = None if library is None else weakref.ref(library)   # weak: the library holds its ops
         self.rebind(handle)
+
+    @property
+    def library(self):
+        """The OpLibrary this op came from (None: made from a bare handle, or that library is gone)."""
+        return None if self._library is None else self._library()
 
     def rebind(self, handle) -> None:
         """Makes this op call `handle` (the same op of a reloaded library) from now on."""
@@ -167,9 +174,10 @@ class Op:
 Op.__doc__ = _SchemaDoc(Op.__doc__)
 
 
-def make_op(handle, opset: int = 0) -> Op:
-    """The eager face of an op handle (help(op) shows its schema), called as at `opset` (0: any)."""
-    return Op(handle, opset)
+def make_op(handle, opset: int = 0, library=None) -> Op:
+    """The eager face of an op handle (help(op) shows its schema), called as at `opset` (0: any),
+    belonging to `library` (an OpLibrary, or None)."""
+    return Op(handle, opset, library)
 
 
 def _table_row(handle) -> list:
@@ -227,7 +235,7 @@ class OpLibrary(types.ModuleType):
             if op_name in self._ops:
                 self._ops[op_name].rebind(h)
             else:
-                self._ops[op_name] = make_op(h)
+                self._ops[op_name] = make_op(h, library=self)
                 setattr(self, op_name, self._ops[op_name])
         self.__file__ = path
         self.watched = watched   # the sources and headers it was compiled from
@@ -286,7 +294,7 @@ class OpLibrary(types.ModuleType):
             raise AttributeError(f"library '{self.__name__}' has no op {name!r}"
                                  + (f" in domain {domain!r}" if domain is not None else "")
                                  + (f" for opset {version}" if version is not None else ""))
-        return make_op(max(found, key=lambda h: h.since_version), version or 0)
+        return make_op(max(found, key=lambda h: h.since_version), version or 0, self)
 
     def _title(self) -> str:
         return f"opforge library '{self.__name__}' ({len(self.op_table)} ops) from {self.__file__}"

@@ -55,6 +55,21 @@ def onnxruntime_library(library, path=None) -> str:
     return _copy(built, Path(path))
 
 
+def sources_changed(library) -> bool:
+    """Whether `library`'s sources or the headers they include changed since its loaded file was
+    built from them (then its onnxruntime library, built from them as they are now, runs other
+    code than the library; reload() it first). Starts no build."""
+    from opforge.builder.build import Build
+    from opforge.builder.cuda_toolchain import detect_cuda
+    from opforge.builder.toolchain import detect
+    from opforge.cache import cache_root
+
+    root = cache_root()
+    spec = library.build_spec.reread()
+    entry = Build(spec, detect(root), root, detect_cuda(root) if spec.is_cuda else None).lookup(verify=False)
+    return entry is None or Path(entry.artifact).resolve() != Path(library.__file__).resolve()
+
+
 def _copy(source: str, target: Path) -> str:
     target = target.expanduser().absolute()
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -9,15 +10,30 @@ from opforge.testing import buffers
 from opforge.testing.buffers import POISONS, GuardedOutput, differing, index_of, unwritten
 from opforge.testing.cases import Case, generate, make_inputs, numpy_dtype
 from opforge.testing.compare import mismatch, reference_outputs, tolerance
+from opforge.testing.ort_check import OrtUnavailable, check_onnxruntime, ort_runner
 from opforge.testing.report import CheckReport, OpCheckError
+from opforge.testing.shrink import SHRINK_CALLS, shrink
 
 _REFUSALS = (TypeError, ValueError, RuntimeError)   # what infer raises for a call it does not take
 _CONCURRENT_REPEATS = 4
 CONCURRENT_SIZE = 1 << 21   # input elements (at most) of the case run on many threads at once
 
 
+@dataclass
+class _Checker:
+    """What every per-case check needs: the op, its reference, tolerances and the hosts it runs on."""
+
+    handle: object
+    schema: dict
+    pools: dict
+    reference: object
+    atol: object
+    rtol: object
+    ort: object   # an OrtRunner, or None
+
+
 def check_op(op, reference=None, *, attrs=None, dtypes=None, atol=None, rtol=None, seed=0,
-             threads=8, sample=None, raises=True) -> CheckReport:
+             threads=8, sample=None, onnxruntime=None, shrink_calls=SHRINK_CALLS, raises=True) -> CheckReport:
     """Exercises `op` (an op of a built library, e.g. ``ops.leaky_relu``) on cases made from its
     schema and reports every disagreement as a table.
 
@@ -36,37 +52,66 @@ def check_op(op, reference=None, *, attrs=None, dtypes=None, atol=None, rtol=Non
     see opforge.testing.compare.TOLERANCES). Then the largest cases run on `threads` threads at
     once. `sample(index, dtype, shape, rng)` may give an input's values (None: random).
 
+    `onnxruntime`: each case also runs as a one-node model in onnxruntime with the op's
+    onnxruntime library (OpLibrary.onnxruntime_library, built once) and must give opforge's
+    dtypes, shapes and values (within the same tolerances). None: where the onnxruntime package
+    imports and the library builds (else a note says why not); True: required; False: never; a
+    path: that built onnxruntime library of the op. Cases onnxruntime cannot express (bfloat16,
+    float8, attribute kinds it does not hand to custom ops) are counted as skipped.
+
+    The smallest failing case of each check is shrunk (fewer variadic inputs, attributes at
+    their defaults, contiguous inputs, fewer and shorter axes) within `shrink_calls` candidate
+    cases (0: not shrunk); the table shows the smallest case that still fails.
+
     Returns a CheckReport (a table when printed or shown in a notebook). Raises OpCheckError
-    (an AssertionError whose message is the table) when a check fails, unless `raises` is false.
+    (an AssertionError whose message is the table) when a check fails, unless `raises` is false;
+    ImportError or ValueError when onnxruntime=True and the op cannot run there.
     """
     handle = getattr(op, "handle", op)
     schema = handle.schema()
-    report = CheckReport(schema["name"], seed)
+    report = CheckReport(schema["name"], seed, schema)
     rng = np.random.default_rng(seed)
     from opforge import _core
 
-    pools = {"many": _core.ThreadPool(4), "one": _core.ThreadPool(1)}
+    checker = _Checker(handle, schema, {"many": _core.ThreadPool(4), "one": _core.ThreadPool(1)}, reference,
+                       atol, rtol, _onnxruntime(op, schema, onnxruntime, report))
     taken = []
     for case in generate(schema, dtypes, attrs):
         inputs = make_inputs(case, rng, sample)
-        if _check_case(handle, schema, case, inputs, report, pools, reference, atol, rtol):
+        if _check_case(checker, case, inputs, report):
             taken.append((case, inputs))
     report.cases = len(taken) + len(report.refused)
     if not taken:
         report.fail("compute", Case([], []), "infer refused every case; give attrs=, dtypes= or sample= "
                     "values the op takes")
     _check_concurrent(handle, taken, report, threads, atol, rtol)
+    if shrink_calls:
+        _shrink_failures(checker, taken, report, shrink_calls)
     if raises and not report.ok:
         raise OpCheckError(report)
     return report
 
 
-def _check_case(handle, schema, case: Case, inputs: list, report: CheckReport, pools: dict,
-                reference, atol, rtol) -> bool:
+def _onnxruntime(op, schema, setting, report):
+    """The OrtRunner for `setting` (see check_op), or None with the reason in the report."""
+    if setting is False:
+        return None
+    try:
+        return ort_runner(op, schema, None if setting is True else setting)
+    except OrtUnavailable as exc:
+        if setting is True:
+            raise exc.kind(f"check_op({schema['name']}, onnxruntime=True): {exc}") from exc
+        report.ort_unavailable = str(exc)
+        return None
+
+
+def _check_case(checker: _Checker, case: Case, inputs: list, report: CheckReport) -> bool:
     """Runs every per-case check; false when the op refused the case."""
     from opforge import _core
     from opforge.errors import OpError
 
+    handle, schema, pools = checker.handle, checker.schema, checker.pools
+    atol, rtol = checker.atol, checker.rtol
     try:
         pack = handle.attrs(case.attrs)
         metas = [None if a is None else (_code(a.dtype), list(a.shape)) for a in inputs]
@@ -76,7 +121,7 @@ def _check_case(handle, schema, case: Case, inputs: list, report: CheckReport, p
         return False
     names = [p["name"] for p in schema["outputs"]]
     names += [f"#{k}" for k in range(len(names), len(declared))]
-    expected = _reference_outputs(schema, case, inputs, declared, report, reference)
+    expected = _reference_outputs(schema, case, inputs, declared, report, checker.reference)
     if expected is not None:
         _check_declared(case, names, declared, expected, report)
     calls = []
@@ -92,12 +137,31 @@ def _check_case(handle, schema, case: Case, inputs: list, report: CheckReport, p
             report.fail("compute", case, f"compute failed after infer accepted the inputs: {exc}")
             return True
         calls.append((outs, workspace))
-    _check_bounds(case, names, calls, report)
+    in_bounds = _check_bounds(case, names, calls, report)
     written = _check_unwritten(case, names, calls, report)
     _check_agreement(case, names, calls, written, report, atol, rtol)
     if expected is not None:
         _check_values(case, names, calls[1][0], expected, report, atol, rtol)
+    if checker.ort is not None and in_bounds:   # a write out of bounds there would corrupt the process
+        check_onnxruntime(checker.ort, case, names, inputs, declared, calls[1][0], written, report, atol, rtol)
     return True
+
+
+def _shrink_failures(checker: _Checker, taken: list, report: CheckReport, budget: int) -> None:
+    """Shrinks the smallest failing case of each per-case check (report.shrunk); the case
+    found, or the one it started from, is shown with its values when they are few."""
+    inputs_of = {id(case): inputs for case, inputs in taken}
+    for check, failing in list(report.failures.items()):
+        start = report.smallest(check)[0] if failing else None
+        if start is None or id(start) not in inputs_of or check == "concurrent calls":
+            continue
+
+        def fails(case, inputs, check=check):
+            scratch = CheckReport(report.op_name, report.seed)
+            _check_case(checker, case, inputs, scratch)
+            return scratch.failures[check][0][1] if scratch.failures.get(check) else None
+
+        report.shrunk[check] = shrink(checker.schema, start, inputs_of[id(start)], fails, budget)
 
 
 def _workspace(handle, metas, pack) -> int:
@@ -107,7 +171,8 @@ def _workspace(handle, metas, pack) -> int:
         return 0
 
 
-def _check_bounds(case, names, calls, report) -> None:
+def _check_bounds(case, names, calls, report) -> bool:
+    """False when compute wrote outside an output or its workspace (reported)."""
     report.note_case("output bounds", case)
     report.note_case("workspace bounds", case)
     for outs, (ws, before, after) in calls:
@@ -117,16 +182,17 @@ def _check_bounds(case, names, calls, report) -> None:
             front, back = out.damage()
             if back:
                 report.fail("output bounds", case, _past_end(name, out, back))
-                return
+                return False
             if front:
                 report.fail("output bounds", case, f"compute wrote {front} bytes before the start of output "
                             f"'{name}' ({out.array.dtype}{list(out.array.shape)}): a negative index?")
-                return
+                return False
         if after or before:
             where = (f"{after} bytes past the end" if after else f"{before} bytes before the start")
             report.fail("workspace bounds", case, f"compute wrote {where} of its workspace ({ws} bytes, as the "
                         "op's workspace function declares): declare more, or fix the index")
-            return
+            return False
+    return True
 
 
 def _past_end(name: str, out: GuardedOutput, back: int) -> str:

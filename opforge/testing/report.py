@@ -1,10 +1,12 @@
 """What check_op found, as a table for people: each check with how many cases it ran and, when
-it failed, the smallest failing case and a message pointing at the cause."""
+it failed, the smallest failing case (shrunk where a smaller one still fails) and a message
+pointing at the cause."""
 from __future__ import annotations
 
 from collections import defaultdict
 
 from opforge import tables
+from opforge.testing.shrink import preview
 
 # The checks, in the order the table lists them.
 CHECKS = {
@@ -17,6 +19,7 @@ CHECKS = {
     "concurrent calls": "calls on several threads at once agree with a lone call",
     "infer vs reference": "infer declares the reference's dtypes and shapes",
     "values": "results within tolerance of the reference",
+    "onnxruntime": "the op's onnxruntime library gives opforge's results in onnxruntime",
 }
 HEADERS = ["check", "cases", "result", "smallest failing case"]
 
@@ -33,12 +36,15 @@ class CheckReport:
     """The outcome of check_op: per check, the cases run and the failures found; the cases the
     op refused (infer raised: not a failure, shown as a count and a few reasons)."""
 
-    def __init__(self, op_name: str, seed: int):
-        self.op_name, self.seed = op_name, seed
+    def __init__(self, op_name: str, seed: int, schema: "dict | None" = None):
+        self.op_name, self.seed, self.schema = op_name, seed, schema
         self.runs: dict = defaultdict(int)
         self.failures: dict = defaultdict(list)   # check -> [(case, message)]
         self.refused: list = []                   # (case, reason)
         self.reference_refused: list = []         # (case, reason): the reference could not take it
+        self.shrunk: dict = {}                    # check -> Shrunk: its smallest failing case, shrunk
+        self.ort_unavailable = None               # why the cases were not run in onnxruntime
+        self.ort_skipped: list = []               # (case, reason): cases onnxruntime cannot express
         self.cases = 0
         self.dtypes_run: dict = defaultdict(set)   # check -> dtypes of the cases it ran on
         self.broadcasts_run: dict = defaultdict(int)
@@ -87,7 +93,15 @@ class CheckReport:
                 continue
             case, message = self.smallest(check)
             more = f" (and {len(failing) - 1} more)" if len(failing) > 1 else ""
-            rows.append([check, self.runs[check], f"FAIL{more}: {message}{self._hint(check)}", case.describe()])
+            where = case.describe()
+            shrunk = self.shrunk.get(check)
+            if shrunk is not None:
+                values = preview(self.schema, shrunk.inputs) if self.schema else ""
+                where = f"{shrunk.case.describe()}{' ' + values if values else ''}"
+                if shrunk.smaller:
+                    message = shrunk.message
+                    where += f"; shrunk from {case.describe()} in {shrunk.calls} tries"
+            rows.append([check, self.runs[check], f"FAIL{more}: {message}{self._hint(check)}", where])
         return rows
 
     def title(self) -> str:
@@ -106,6 +120,11 @@ class CheckReport:
             case, reason = self.reference_refused[0]
             lines.append(f"the reference raised on {len(self.reference_refused)} case(s) the op took, "
                          f"e.g. {case.describe()}: {reason}")
+        if self.ort_unavailable:
+            lines.append(f"not compared with onnxruntime: {self.ort_unavailable}")
+        if self.ort_skipped:
+            reasons = ", ".join(dict.fromkeys(reason for _, reason in self.ort_skipped))
+            lines.append(f"onnxruntime skipped {len(self.ort_skipped)} case(s) it cannot express ({reasons})")
         return lines
 
     def __str__(self) -> str:

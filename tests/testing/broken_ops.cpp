@@ -99,6 +99,14 @@ void bad_broadcast(KernelContext& ctx) {  // indexes each input modulo its size:
   for (int64_t i = 0; i < ctx.output(0).numel(); ++i) y[i] = a[i % na] + b[i % nb];
 }
 
+void blocked_tail(KernelContext& ctx) {  // from 1024 elements on, a blocked loop whose tail scales by 3
+  const float* x = ctx.input(0).data<float>();
+  float* y = ctx.output(0).data<float>();
+  const int64_t n = ctx.input(0).numel(), blocked = n >= 1024 ? n / 256 * 256 : 0;
+  for (int64_t i = 0; i < blocked; ++i) y[i] = 2.f * x[i];
+  for (int64_t i = blocked; i < n; ++i) y[i] = (blocked ? 3.f : 2.f) * x[i];
+}
+
 }  // namespace
 
 #define UNARY(name) OPFORGE_OP(name).domain("com.broken").output("Y")
@@ -110,6 +118,7 @@ UNARY(infer_dtype).input("X", {opforge::f32, opforge::f64}).infer(float32_output
 UNARY(shared_buffer).input("X", {opforge::f32}).infer(opforge::same_as_input0).compute(shared_buffer);
 UNARY(workspace_overrun).input("X", {opforge::f32}).infer(opforge::same_as_input0).workspace(one_float_each)
     .compute(workspace_overrun);
+UNARY(blocked_tail).input("X", {opforge::f32}).infer(opforge::same_as_input0).compute(blocked_tail);
 UNARY(float64_wrong).input("X", {opforge::f32, opforge::f64}).infer(opforge::same_as_input0).compute(float64_wrong);
 OPFORGE_OP(add_bad_broadcast).domain("com.broken").input("A", {opforge::f32}).input("B", {opforge::f32})
     .output("Y").infer(broadcast_shape).compute(bad_broadcast);

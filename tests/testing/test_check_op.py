@@ -1,5 +1,6 @@
 """opforge.testing.check_op: each deliberately broken op caught with a message that points at
-its bug; correct ops (the examples', a share of the built-in kernels) pass over many seeds."""
+its bug, its failing case shrunk; correct ops (the examples', a share of the built-in kernels)
+pass over many seeds, in opforge and in onnxruntime through their onnxruntime library."""
 import functools
 from pathlib import Path
 
@@ -71,6 +72,7 @@ def test_wrong_result_for_one_dtype_only_says_which(broken):
     assert "max abs error 0.001" in message and "worst at" in message
     assert "[fails for float64 only; float32 pass]" in str(report)
     assert {case.dtype for case, _ in report.failures["values"]} == {"float64"}
+    assert "(float64[]) X=" in str(report)   # a case of few elements shows its input's values
 
 
 def test_wrong_broadcast_fails_only_where_inputs_broadcast(broken):
@@ -101,15 +103,87 @@ def test_example_ops_pass(examples):
     def leaky_relu(x, alpha):
         slope = np.float32(alpha)
         return np.where(x > 0, x, (x.astype(np.float64) * np.float64(slope)).astype(x.dtype))
-    check_op(examples.leaky_relu, leaky_relu)
-    check_op(examples.add_n, lambda *xs: sum(xs[1:], xs[0]))
+    for op, reference in ((examples.leaky_relu, leaky_relu), (examples.add_n, lambda *xs: sum(xs[1:], xs[0]))):
+        report = check_op(op, reference, onnxruntime=True)
+        # every case the op took ran in onnxruntime too (float16, scalars, empty and strided inputs, attributes)
+        assert report.runs["onnxruntime"] == report.runs["compute"] > 40 and not report.ort_skipped
     def softmax(x, temperature):
         e = np.exp((x - x.max(axis=-1, keepdims=True)) / temperature) if x.size else x
         return (e / e.sum(axis=-1, keepdims=True)).astype(x.dtype) if x.size else x.copy()
     # rows of up to 262147 floats summed one after another in float32: n * eps ~ 1.6e-2 at
     # worst, a few 1e-4 as rounding errors go
-    report = check_op(examples.softmax_rows, softmax, atol=1e-6, rtol=2e-3)
+    report = check_op(examples.softmax_rows, softmax, atol=1e-6, rtol=2e-3, onnxruntime=True)
     assert report.refused   # temperature 0 and -2.5 are refused by infer
+    assert report.runs["onnxruntime"] == report.runs["compute"]
+
+
+def test_a_result_onnxruntime_disagrees_on_is_reported(broken, monkeypatch):
+    from opforge.testing import ort_check
+
+    real = ort_check.OrtRunner.run
+
+    def one_element_off(self, case, inputs, declared):
+        results = real(self, case, inputs, declared)
+        if case.dtype == "float64" and case.shapes == [(7,)]:
+            results[0] = results[0].copy()
+            results[0][3] += 0.5
+        return results
+
+    monkeypatch.setattr(ort_check.OrtRunner, "run", one_element_off)
+    report = check_op(broken.scale, twice, onnxruntime=True, raises=False)
+    assert [case.describe() for case, _ in report.failures["onnxruntime"]] == ["(float64[7])"]
+    message = failure(report, "onnxruntime")
+    assert "onnxruntime's results differ from opforge's" in message
+    assert "output 'Y': 1 of 7 elements beyond" in message and "worst at [3]" in message
+    assert report.ok is False and not report.failures.get("values")   # opforge's own results are right
+
+    def raising(self, case, inputs, declared):
+        raise RuntimeError("[ONNXRuntimeError] : 1 : FAIL : scale: no kernel")
+
+    monkeypatch.setattr(ort_check.OrtRunner, "run", raising)
+    report = check_op(broken.scale, twice, onnxruntime=True, raises=False)
+    assert "onnxruntime raised where opforge computed: RuntimeError" in failure(report, "onnxruntime")
+
+
+def test_cases_onnxruntime_cannot_express_are_skipped_not_failed(examples):
+    from opforge.testing.cases import Case
+    from opforge.testing.ort_check import OrtRunner
+
+    t = np.arange(3, dtype=np.float32)
+    report = check_op(examples.attribute_kinds, attrs={"t": [t], "tensors": [[t, t]]}, onnxruntime=True)
+    skipped = report.ort_skipped
+    assert skipped and {reason for _, reason in skipped} == {"attributes of kind tensors"}
+    assert report.runs["onnxruntime"] == report.runs["compute"] - len(skipped) > 0   # tensor, ints... ran there
+    assert f"onnxruntime skipped {len(skipped)} case(s) it cannot express" in str(report)
+    runner = OrtRunner("unused.so", examples.leaky_relu.schema, 1)
+    assert runner.cannot_run(Case(["bfloat16"], [(3,)])) == "dtype bfloat16"
+    assert runner.cannot_run(Case(["float16"], [(3,)])) is None
+
+
+def test_onnxruntime_none_true_false_or_a_path(examples):
+    handle = examples.leaky_relu.handle   # a bare handle: no library to build an onnxruntime one from
+    report = check_op(handle, threads=2)
+    assert "the op's library was not built from sources" in report.ort_unavailable
+    assert "not compared with onnxruntime" in str(report) and not report.runs.get("onnxruntime")
+    with pytest.raises(ValueError, match="onnxruntime=True"):
+        check_op(handle, onnxruntime=True, threads=2)
+    report = check_op(handle, onnxruntime=examples.onnxruntime_library(), threads=2)
+    assert report.runs["onnxruntime"] == report.runs["compute"]
+    report = check_op(examples.leaky_relu, onnxruntime=False, threads=2)
+    assert not report.runs.get("onnxruntime") and report.ort_unavailable is None
+
+
+def test_a_bug_from_1024_elements_on_is_shrunk_to_its_smallest_case(broken):
+    report = check_op(broken.blocked_tail, twice, seed=3, raises=False)
+    start, _ = report.smallest("values")
+    shrunk = report.shrunk["values"]
+    assert start.shapes == [(3, 24001)] and shrunk.case.shapes == [(1025,)] and shrunk.calls <= 50
+    x, = shrunk.inputs
+    assert not np.allclose(broken.blocked_tail(x), 2 * x)   # it still fails, on values of the original
+    assert "(float32[1025]); shrunk from (float32[3, 24001]) in" in str(report)
+    assert not report.failures.get("onnxruntime")   # the same bug in onnxruntime: they agree
+    again = check_op(broken.blocked_tail, twice, seed=3, raises=False).shrunk["values"]
+    assert again.case == shrunk.case and np.array_equal(again.inputs[0], x)
 
 
 def test_required_attribute_needs_values(examples):
@@ -161,3 +235,29 @@ def test_an_onnx_function_body_is_a_reference(broken):
     assert check_op(broken.scale, body, threads=2).ok
     report = check_op(broken.float64_wrong, body, threads=2, raises=False)
     assert {case.dtype for case, _ in report.failures["values"]} == {"float64"}
+
+
+TWICE = r"""
+#include <opforge/op.h>
+static void twice(opforge::KernelContext& ctx) {
+  const float* x = ctx.input(0).data<float>();
+  float* y = ctx.output(0).data<float>();
+  for (int64_t i = 0; i < ctx.input(0).numel(); ++i) y[i] = 2.f * x[i];
+}
+OPFORGE_OP(twice).domain("com.edited").input("X", {opforge::f32}).output("Y").infer(opforge::same_as_input0)
+    .compute(twice);
+"""
+
+
+def test_a_library_edited_since_its_load_is_not_compared_in_onnxruntime(tmp_path):
+    source = tmp_path / "edited.cpp"
+    source.write_text(TWICE)
+    library = opforge.CustomOpBuilder("edited", [source]).load()
+    assert check_op(library.twice, twice, onnxruntime=True, threads=2).runs["onnxruntime"] > 0
+    source.write_text(TWICE.replace("2.f * x[i]", "3.f * x[i]"))   # not reloaded: the loaded op still doubles
+    report = check_op(library.twice, twice, threads=2)
+    assert "changed since it was loaded" in report.ort_unavailable and not report.runs.get("onnxruntime")
+    with pytest.raises(ValueError, match="reload"):
+        check_op(library.twice, twice, onnxruntime=True, threads=2)
+    library.reload()
+    assert check_op(library.twice, lambda x: 3 * x, onnxruntime=True, threads=2).runs["onnxruntime"] > 0
