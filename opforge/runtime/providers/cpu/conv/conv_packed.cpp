@@ -473,8 +473,11 @@ void packed_conv_compute(KernelContext& ctx) {
 #if defined(__AVX512F__)
   const int64_t task_positions = kTaskPositions;
 #else
+  // (tasks that go panel by panel stream their panels, and read the small input from L2 anyway)
   const int64_t task_positions =
-      std::clamp<int64_t>(kTaskInputBytes / (std::max<int64_t>(1, s.cg) * int64_t(sizeof(float))), 48, kTaskPositions);
+      by_panel ? kTaskPositions
+               : std::clamp<int64_t>(kTaskInputBytes / (std::max<int64_t>(1, s.cg) * int64_t(sizeof(float))), 48,
+                                     kTaskPositions);
 #endif
   int64_t chunks = std::max((want + units - 1) / units, (s.w.out_size() + task_positions - 1) / task_positions);
   if (!by_panel) chunks = std::max<int64_t>(chunks, ctx.num_threads());
