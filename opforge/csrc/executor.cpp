@@ -473,6 +473,7 @@ constexpr uint64_t kAdaptPeriod = 1024;  // runs from one measurement of the ste
 constexpr uint64_t kAdaptFirst = 2;      // the first runs warm the caches: not measured
 constexpr uint64_t kAdaptTrials = 4;     // measured runs each way (with workers, alone)
 constexpr int64_t kNever = INT64_MAX;
+constexpr double kAloneMargin = 1.25;    // a step runs alone where that is this much faster
 }  // namespace
 
 struct Plan::StepThreads {
@@ -490,7 +491,9 @@ void Plan::adapt_threads(uint64_t phase, bool ok) {
   for (size_t i = 0; i < steps_.size(); ++i) {
     StepThreads& t = step_threads_[i];
     const int64_t with = t.best[0].load(std::memory_order_relaxed), alone = t.best[1].load(std::memory_order_relaxed);
-    const bool solo = alone < with;
+    // alone only when clearly faster: 4 runs each way on a quiet machine still leave steps that
+    // gain from the workers measured a little faster without them now and then
+    const bool solo = alone < kNever && alone * kAloneMargin < with;
     t.solo.store(solo, std::memory_order_relaxed);
     all_solo = all_solo && (solo || !steps_[i].op);
   }
