@@ -1,16 +1,15 @@
 """A compiled plan measures each step with its pool's workers and on the running thread alone,
-and runs each the faster way (csrc/executor.cpp, Plan::adapt_threads): a step the workers slow
-down (a second vCPU that is an SMT sibling or busy elsewhere) runs alone, one they speed up keeps
-them, and no result changes meanwhile. Sleeps stand in for slow and fast workers, so the times
-the plan compares differ by milliseconds whatever the machine's load."""
-import time
-
+and runs alone the steps clearly faster that way (csrc/executor.cpp, Plan::adapt_threads): a step
+the workers slow down (a second vCPU that is an SMT sibling or busy elsewhere) runs alone, one
+they speed up keeps them, and no result changes meanwhile. Sleeps stand in for slow and fast
+workers, so the times the plan compares differ by milliseconds whatever the machine's load."""
 import numpy as np
 import pytest
 from onnx import helper
 
-import opforge
 from onnx import numpy_helper
+
+import opforge
 from tests.support.onnx_builders import tensor
 
 
@@ -20,9 +19,11 @@ def model(nodes, inputs, outputs, initializers=()):
     proto.ir_version = 9
     return proto
 
-# late_workers: its second chunk sleeps when a worker runs it (caller alone: no sleep);
+# late_workers: split in two chunks, the caller's waits for the other to start (so a worker
+# must take it) and a worker sleeps in it; run alone (one call over both) nothing waits.
 # slow_chunks: every chunk sleeps, so two threads halve the step's time.
 OPS = r"""
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -33,8 +34,15 @@ static void late_workers(opforge::KernelContext& ctx) {
   const float* x = ctx.input(0).data<float>();
   float* y = ctx.output(0).data<float>();
   const int64_t n = ctx.input(0).numel();
+  std::atomic<bool> second_started{false};
   ctx.parallel_for(2, 1, [&](int64_t b, int64_t e) {
-    if (std::this_thread::get_id() != caller) std::this_thread::sleep_for(std::chrono::milliseconds(4));
+    if (e - b == 1 && b == 1) {
+      second_started = true;
+      if (std::this_thread::get_id() != caller) std::this_thread::sleep_for(std::chrono::milliseconds(4));
+    } else if (e - b == 1) {  // the caller's chunk: a worker must take the other
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+      while (!second_started && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    }
     for (int64_t half = b; half < e; ++half)
       for (int64_t i = half * n / 2; i < (half + 1) * n / 2; ++i) y[i] = x[i] + 1.f;
   });
@@ -83,12 +91,8 @@ def test_steps_the_workers_slow_run_alone_and_the_others_keep_them(thread_ops):
     alone = [labels[i] for i in plan.core.alone_steps]
     assert alone == ["late"], plan.dump()
     assert "late" in plan.dump() and "alone" in plan.dump()
-    started = time.perf_counter()
-    for _ in range(5):
-        sess.run(None, {"x": x})
-    per_run = (time.perf_counter() - started) / 5
-    # alone, late_workers sleeps never; slow_chunks sleeps twice over two threads: ~4 ms a run
-    assert per_run < 0.0075, f"{per_run * 1e3:.1f} ms a run"
+    for _ in range(3):
+        np.testing.assert_array_equal(sess.run(None, {"x": x})[0], (x + 1) * 2)
 
 
 def test_one_thread_plans_measure_nothing(thread_ops):
