@@ -5,9 +5,7 @@ they speed up keeps them, and no result changes meanwhile. Sleeps stand in for s
 workers, so the times the plan compares differ by milliseconds whatever the machine's load."""
 import numpy as np
 import pytest
-from onnx import helper
-
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 
 import opforge
 from tests.support.onnx_builders import tensor

@@ -160,8 +160,17 @@ def test_narrow_panels(case, threads):
     x_shape, w_shape, attrs = {**HALF_PANEL, **QUARTER_PANEL}[case]
     with paths_taken() as taken:
         check(conv_model(x_shape, w_shape, **attrs), feeds(x_shape), threads)
-    path = "conv.packed.half_panel" if case in HALF_PANEL else "conv.packed.quarter_panel"
+    path = "conv.packed.panel_of_16" if case in HALF_PANEL else "conv.packed.panel_of_8"
     assert_path(taken, path, ("avx2",))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_panels_of_24(threads):
+    """M = 24 (shufflenet's first conv): 4 positions x 24 channels a tile on AVX2."""
+    x_shape, w_shape, attrs = (1, 3, 23, 29), (24, 3, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])
+    with paths_taken() as taken:
+        check(conv_model(x_shape, w_shape, **attrs), feeds(x_shape), threads)
+    assert_path(taken, "conv.packed.panel_of_24", ("avx2",))
 
 
 # grouped convs: each group's output channels in panels of their own, its input channels read

@@ -211,8 +211,7 @@ void run_tile(int rows, const float* a, const int64_t* koff, const float* b, int
 #else
 
 /// T rows [0, R) (32 floats each) (+)= R positions x the panel's kc rows, the first H vectors of
-/// channels (4: the whole panel, R <= 3; 2: its first 16 channels, R <= 6; 1: its first 8, R <=
-/// 12): 12 accumulators at most. Row r reads a + pos[r] at each k's offset, so a tile's
+/// its channels (R x H <= 12 accumulators). Row r reads a + pos[r] at each k's offset, so a tile's
 /// positions may come from different output rows (a 13-wide row is then not cut into tiles of
 /// 3, 3, 3, 2, 2). The first block starts from the panel's bias. The sums stay in T;
 /// store_panel moves them into Y after the last block.
@@ -231,17 +230,34 @@ void tile(const float* a, const int64_t* pos, const int64_t* koff, const float* 
     _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchRows * kPanel), _MM_HINT_T0);
     if (H > 2) _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchRows * kPanel + 16), _MM_HINT_T0);
     const int64_t off = koff[k];
-    __m256 av[R];
+    // 16 registers: 12 sums, then either R broadcasts and one vector of weights at a time (H = 4,
+    // R = 3) or the H vectors of weights and one broadcast at a time (otherwise; R broadcasts
+    // beside the sums would spill). Each is loaded once into a register: GCC would fold a load
+    // into each FMA, and three loads per FMA pair left the tile waiting on the load ports.
+    if constexpr (H == 4) {
+      __m256 av[R];
 #pragma GCC unroll 12
-    for (int r = 0; r < R; ++r) av[r] = _mm256_broadcast_ss(ar[r] + off);
+      for (int r = 0; r < R; ++r) av[r] = _mm256_broadcast_ss(ar[r] + off);
 #pragma GCC unroll 4
-    for (int h = 0; h < H; ++h) {
-      // loaded once into a register: GCC would fold the load into each of the R FMAs, and
-      // three loads per FMA pair left the tile waiting on the load ports
-      __m256 bv = _mm256_loadu_ps(b + 8 * h);
-      __asm__("" : "+x"(bv));
+      for (int h = 0; h < H; ++h) {
+        __m256 bv = _mm256_loadu_ps(b + 8 * h);
+        __asm__("" : "+x"(bv));
 #pragma GCC unroll 12
-      for (int r = 0; r < R; ++r) acc[r][h] = _mm256_fmadd_ps(av[r], bv, acc[r][h]);
+        for (int r = 0; r < R; ++r) acc[r][h] = _mm256_fmadd_ps(av[r], bv, acc[r][h]);
+      }
+    } else {
+      __m256 bv[H];
+#pragma GCC unroll 4
+      for (int h = 0; h < H; ++h) {
+        bv[h] = _mm256_loadu_ps(b + 8 * h);
+        __asm__("" : "+x"(bv[h]));
+      }
+#pragma GCC unroll 12
+      for (int r = 0; r < R; ++r) {
+        const __m256 av = _mm256_broadcast_ss(ar[r] + off);
+#pragma GCC unroll 4
+        for (int h = 0; h < H; ++h) acc[r][h] = _mm256_fmadd_ps(av, bv[h], acc[r][h]);
+      }
     }
   }
 #pragma GCC unroll 12
@@ -250,45 +266,33 @@ void tile(const float* a, const int64_t* pos, const int64_t* koff, const float* 
     for (int h = 0; h < H; ++h) _mm256_storeu_ps(t + r * kPanel + 8 * h, acc[r][h]);
 }
 
+/// One tile of `rows` positions (at most 12 / H), over the first H vectors of channels.
+template <int H, int R = 12 / H>
+void tile_of(int64_t rows, const float* a, const int64_t* pos, const int64_t* koff, const float* b, int64_t kc,
+             float* t, const float* bias) {
+  if constexpr (R > 1)
+    if (rows < R) return tile_of<H, R - 1>(rows, a, pos, koff, b, kc, t, bias);
+  tile<R, H>(a, pos, koff, b, kc, t, bias);
+}
+
 /// The tiles of `positions` consecutive positions of Y (pos: their offsets in the source) over
-/// the first `vectors` x 8 channels of the panel: 3 x 32, 6 x 16 or 12 x 8 (a panel of 16 or 8
-/// channels or fewer: a grouped conv's last panel often holds a few).
+/// the first H x 8 channels of the panel: 3 x 32, 4 x 24, 6 x 16 or 12 x 8 (a panel of 24, 16
+/// or 8 channels or fewer: M = 24, or a grouped conv's last panel, which often holds a few).
+template <int H>
+void tiles_of(int64_t positions, const float* a, const int64_t* pos, const int64_t* koff, const float* b,
+              int64_t kc, float* t, const float* bias) {
+  constexpr int rows = 12 / H;
+  for (int64_t p = 0; p < positions; p += rows, pos += rows, t += rows * kPanel)
+    tile_of<H>(std::min<int64_t>(rows, positions - p), a, pos, koff, b, kc, t, bias);
+}
+
 void run_tiles(int vectors, int64_t positions, const float* a, const int64_t* pos, const int64_t* koff,
                const float* b, int64_t kc, float* t, const float* bias) {
-  const int rows = 12 / vectors;
-  for (int64_t p = 0; p < positions; p += rows, pos += rows, t += rows * kPanel) {
-    const int64_t r = std::min<int64_t>(rows, positions - p);
-    if (vectors == 4) {
-      switch (r) {
-        case 1: tile<1, 4>(a, pos, koff, b, kc, t, bias); break;
-        case 2: tile<2, 4>(a, pos, koff, b, kc, t, bias); break;
-        default: tile<3, 4>(a, pos, koff, b, kc, t, bias); break;
-      }
-    } else if (vectors == 2) {
-      switch (r) {
-        case 1: tile<1, 2>(a, pos, koff, b, kc, t, bias); break;
-        case 2: tile<2, 2>(a, pos, koff, b, kc, t, bias); break;
-        case 3: tile<3, 2>(a, pos, koff, b, kc, t, bias); break;
-        case 4: tile<4, 2>(a, pos, koff, b, kc, t, bias); break;
-        case 5: tile<5, 2>(a, pos, koff, b, kc, t, bias); break;
-        default: tile<6, 2>(a, pos, koff, b, kc, t, bias); break;
-      }
-    } else {
-      switch (r) {
-        case 1: tile<1, 1>(a, pos, koff, b, kc, t, bias); break;
-        case 2: tile<2, 1>(a, pos, koff, b, kc, t, bias); break;
-        case 3: tile<3, 1>(a, pos, koff, b, kc, t, bias); break;
-        case 4: tile<4, 1>(a, pos, koff, b, kc, t, bias); break;
-        case 5: tile<5, 1>(a, pos, koff, b, kc, t, bias); break;
-        case 6: tile<6, 1>(a, pos, koff, b, kc, t, bias); break;
-        case 7: tile<7, 1>(a, pos, koff, b, kc, t, bias); break;
-        case 8: tile<8, 1>(a, pos, koff, b, kc, t, bias); break;
-        case 9: tile<9, 1>(a, pos, koff, b, kc, t, bias); break;
-        case 10: tile<10, 1>(a, pos, koff, b, kc, t, bias); break;
-        case 11: tile<11, 1>(a, pos, koff, b, kc, t, bias); break;
-        default: tile<12, 1>(a, pos, koff, b, kc, t, bias); break;
-      }
-    }
+  switch (vectors) {
+    case 1: return tiles_of<1>(positions, a, pos, koff, b, kc, t, bias);
+    case 2: return tiles_of<2>(positions, a, pos, koff, b, kc, t, bias);
+    case 3: return tiles_of<3>(positions, a, pos, koff, b, kc, t, bias);
+    default: return tiles_of<4>(positions, a, pos, koff, b, kc, t, bias);
   }
 }
 
@@ -411,9 +415,10 @@ void run_task(const Job& job, int64_t image, int64_t panel, int64_t b0, int64_t 
   if (scratch.size() < size_t(positions * kPanel)) scratch.resize(size_t(positions * kPanel));
   const PanelRef ref = panel_ref(job, image, panel);
   const int64_t p = job.s.w.out_size(), first_row = ref.first_row;
-  const int vectors = ref.count <= 8 ? 1 : ref.count <= 16 ? 2 : 4;
-  if (vectors == 2) OPFORGE_KERNEL_PATH("conv.packed.half_panel");
-  if (vectors == 1) OPFORGE_KERNEL_PATH("conv.packed.quarter_panel");
+  const int vectors = int((ref.count + avx2::kLanes - 1) / avx2::kLanes);
+  if (vectors == 3) OPFORGE_KERNEL_PATH("conv.packed.panel_of_24");
+  if (vectors == 2) OPFORGE_KERNEL_PATH("conv.packed.panel_of_16");
+  if (vectors == 1) OPFORGE_KERNEL_PATH("conv.packed.panel_of_8");
   for (int64_t k0 = 0; k0 < job.k; k0 += kBlockK) {
     const int64_t kc = std::min(kBlockK, job.k - k0);
     run_tiles(vectors, positions, ref.src, pos.data(), job.koff.data() + k0, ref.w + k0 * kPanel, kc, scratch.data(),
