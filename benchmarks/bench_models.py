@@ -1,7 +1,7 @@
 """Model latency, side by side in one run: onnxruntime and opforge on the same inputs.
 
     python -m benchmarks.bench_models [--threads 2] [--repeat 20] [--block 5] [--families] [--cpu-time]
-                                      [--profile] [models...]
+                                      [--isolate [--rounds 3]] [--profile] [models...]
 
 Runs the light_* model-zoo graphs shipped in the onnx wheel, with seeded random weights in place
 of their constant ones (tests/support/zoo.py), and a 1000-node Add chain, each on one random input, and
@@ -21,14 +21,24 @@ time: on a loaded machine a run longer than a scheduler slice mostly waits for a
 time of a 2 ms conv varied 3-8 ms at load 17 while its CPU time stayed within 10%), so at
 --threads 1 CPU time compares the kernels; at 2 threads it sums the threads, spinning included.
 
+With --isolate, each runtime is timed in processes of its own (--rounds of them each, taking
+turns; the median of their medians): onnxruntime's worker threads, spinning in the same process,
+took a core from opforge's 2-thread runs for whole blocks (resnet50 ran 133 ms a run beside them,
+80-90 ms without). Each process first runs the model 12 times (opforge's plans time their steps
+with and without the pool's workers over their first runs).
+
 With --profile, each model instead gets its time per op type in both runtimes side by side and
 its convolutions' GFLOP/s against the machine's sgemm limit and FMA peak, measured in the same run
 (benchmarks/op_profile.py).
 """
 import argparse
+import json
 import math
 import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -97,8 +107,51 @@ def matches(got: list, want: list) -> bool:
         for g, w in zip(got, want))
 
 
+WARMUP_RUNS = 12   # before an isolated process times its runtime (see --isolate)
+
+
+def child_time(runtime: str, model_path: str, feed_path: str, threads: int, repeat: int) -> float:
+    """Median wall time of `repeat` runs of one runtime in this process, after WARMUP_RUNS."""
+    feed = dict(np.load(feed_path))
+    if runtime == "ort":
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        sess = ort.InferenceSession(model_path, so, providers=["CPUExecutionProvider"])
+    else:
+        options = opforge.SessionOptions()
+        options.intra_op_num_threads = threads
+        sess = opforge.InferenceSession(model_path, options)
+    for _ in range(WARMUP_RUNS):
+        sess.run(None, feed)
+    taken = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        sess.run(None, feed)
+        taken.append(time.perf_counter() - start)
+    return statistics.median(taken)
+
+
+def isolated_times(source: bytes, feed: dict, threads: int, repeat: int, rounds: int) -> tuple:
+    """(onnxruntime, opforge) median of `rounds` processes' medians, each runtime in processes of
+    its own, taking turns (the first in each round alternates)."""
+    times = {"ort": [], "opforge": []}
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        model_path, feed_path = os.path.join(tmp, "model.onnx"), os.path.join(tmp, "feed.npz")
+        Path(model_path).write_bytes(source)
+        np.savez(feed_path, **feed)
+        for r in range(rounds):
+            for runtime in (("ort", "opforge") if r % 2 == 0 else ("opforge", "ort")):
+                out = subprocess.run([sys.executable, "-m", "benchmarks.bench_models", "--child", runtime, model_path,
+                                      feed_path, str(threads), str(repeat)], cwd=root, capture_output=True, text=True)
+                if out.returncode != 0:
+                    raise RuntimeError(f"the {runtime} process failed:\n{out.stderr[-2000:]}")
+                times[runtime].append(json.loads(out.stdout.strip().splitlines()[-1])["median"])
+    return statistics.median(times["ort"]), statistics.median(times["opforge"])
+
+
 def measure(name: str, model, threads: int, repeat: int, block: int = 5, feed: dict | None = None,
-            clock=time.perf_counter) -> dict:
+            clock=time.perf_counter, rounds: int = 0) -> dict:
     """Both runtimes on `feed` (random float inputs when None): creation times, median latencies,
     whether the outputs match, node and fallback counts."""
     source = model.SerializeToString()
@@ -117,11 +170,16 @@ def measure(name: str, model, threads: int, repeat: int, block: int = 5, feed: d
     got = sess.run(None, feed)  # the second run goes through the compiled plan
     ok = matches(got, want) and sess.memory_plan(feed) is not None
     fallback = sum(1 for _, _, p in sess.node_providers() if p != "CPUExecutionProvider")
-    ort_time, ours_time = median_times([lambda: ref.run(None, feed), lambda: sess.run(None, feed)], repeat,
-                                       block, clock)
+    nodes = len(sess.node_providers())
+    if rounds:
+        del ref, sess   # their threads would compete with the timed processes
+        ort_time, ours_time = isolated_times(source, feed, threads, repeat, rounds)
+    else:
+        ort_time, ours_time = median_times([lambda: ref.run(None, feed), lambda: sess.run(None, feed)], repeat,
+                                           block, clock)
     return {"name": name, "ort_create": ort_create, "ours_create": ours_create, "ort": ort_time,
             "ours": ours_time, "ok": ok,
-            "nodes": len(sess.node_providers()), "fallback": fallback}
+            "nodes": nodes, "fallback": fallback}
 
 
 def print_load(when: str) -> None:
@@ -154,8 +212,17 @@ def main() -> None:
     parser.add_argument("--cpu-time", action="store_true",
                         help="time each run's CPU time (all threads) instead of wall time: on a busy machine "
                              "a run longer than a scheduler slice mostly waits for a core; use with --threads 1")
+    parser.add_argument("--isolate", action="store_true",
+                        help="time each runtime in processes of its own (no other runtime's threads beside it)")
+    parser.add_argument("--rounds", type=int, default=3, help="with --isolate: processes per runtime and model")
+    parser.add_argument("--child", nargs=5, metavar=("RUNTIME", "MODEL", "FEED", "THREADS", "REPEAT"),
+                        help=argparse.SUPPRESS)
     parser.add_argument("models", nargs="*", help="model names or parts of them (default: all)")
     args = parser.parse_args()
+    if args.child:
+        runtime, model_path, feed_path, threads, repeat = args.child
+        print(json.dumps({"median": child_time(runtime, model_path, feed_path, int(threads), int(repeat))}))
+        return
     names = light_model_names()
     families = list(FAMILIES) if args.families else []
     if args.models:
@@ -167,14 +234,22 @@ def main() -> None:
         print_load("at end")
         return
     clock = time.process_time if args.cpu_time else time.perf_counter
-    rows = [measure(n, light_model(n), args.threads, args.repeat, args.block, clock=clock) for n in names]
+    if args.isolate and args.cpu_time:
+        parser.error("--isolate times wall time only")
+    rounds = max(1, args.rounds) if args.isolate else 0
+    rows = [measure(n, light_model(n), args.threads, args.repeat, args.block, clock=clock, rounds=rounds)
+            for n in names]
     family_rows = []
     for n in families:
         model, feed = FAMILIES[n]()
-        family_rows.append(measure(n, model, args.threads, args.repeat, args.block, feed, clock))
-    chain = measure("add_chain_1000", add_chain(), args.threads, max(args.repeat, 50), args.block, clock=clock)
+        family_rows.append(measure(n, model, args.threads, args.repeat, args.block, feed, clock, rounds))
+    chain = measure("add_chain_1000", add_chain(), args.threads, max(args.repeat, 50), args.block, clock=clock,
+                    rounds=rounds)
     what = "CPU time per run" if args.cpu_time else "model latency"
-    print(f"\n{what}, {args.threads} thread(s), median of at least {args.repeat} runs in blocks of at least {args.block} runs and {BLOCK_SECONDS} s")
+    how = (f"each runtime in {rounds} processes of its own, median of their medians of {args.repeat} runs"
+           if rounds else f"median of at least {args.repeat} runs in blocks of at least {args.block} runs and "
+           f"{BLOCK_SECONDS} s")
+    print(f"\n{what}, {args.threads} thread(s), {how}")
     print_load("at end")
     print()
     print(f"{'model':<26}{'nodes':>6}{'ref':>5}{'create ort':>12}{'opforge':>9}"

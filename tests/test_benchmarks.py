@@ -32,3 +32,15 @@ def test_gpu_check_script_parses_and_lists_its_steps():
     assert "steps: install gpu cupy tests example race fp16 stream memcheck bench" in out
     refused = subprocess.run(["bash", str(script), "--only", "nope"], capture_output=True, text=True)
     assert refused.returncode == 2 and "no step 'nope'" in refused.stderr
+
+
+def test_isolated_timing_runs_each_runtime_in_a_process_of_its_own():
+    """bench_models --isolate: a tiny model timed in one process per runtime and round."""
+    import numpy as np
+
+    from benchmarks import bench_models
+
+    model = bench_models.add_chain(20)
+    feed = {"v0": np.ones(16, np.float32)}
+    ort_time, ours_time = bench_models.isolated_times(model.SerializeToString(), feed, threads=1, repeat=3, rounds=1)
+    assert 0 < ort_time < 1 and 0 < ours_time < 1
