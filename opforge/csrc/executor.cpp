@@ -567,18 +567,19 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
           if (!nogil) nogil.emplace();
           if (!adapt) {
             run_native(r, s);
-          } else if (!measuring) {
-            ThreadPool::Solo solo(step_threads_[size_t(step - steps_.data())].solo.load(std::memory_order_relaxed));
-            run_native(r, s);
           } else {
-            const auto t0 = std::chrono::steady_clock::now();
+            StepThreads& t = step_threads_[size_t(step - steps_.data())];
+            const auto t0 = measuring ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
             {
-              ThreadPool::Solo solo(alone);
+              ThreadPool::Solo solo(measuring ? alone : t.solo.load(std::memory_order_relaxed));
               run_native(r, s);
             }
-            const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
-            std::atomic<int64_t>& best = step_threads_[size_t(step - steps_.data())].best[alone ? 1 : 0];
-            for (int64_t seen = best.load(std::memory_order_relaxed); ns < seen && !best.compare_exchange_weak(seen, ns);) {
+            if (measuring) {
+              const int64_t ns =
+                  std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+              std::atomic<int64_t>& best = t.best[alone ? 1 : 0];
+              for (int64_t seen = best.load(std::memory_order_relaxed); ns < seen && !best.compare_exchange_weak(seen, ns);) {
+              }
             }
           }
         } else {

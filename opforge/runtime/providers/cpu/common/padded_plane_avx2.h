@@ -39,13 +39,18 @@ struct OutVector {
   int lanes;
 };
 
+/// Each tap's (kh, kw) offset in a plane of p.pw floats a row.
+inline void set_tap_offsets(const Window& w, Padded& p) {
+  for (int64_t kh = 0; kh < w.k[1]; ++kh)
+    for (int64_t kw = 0; kw < w.k[2]; ++kw) p.tapoff.push_back(kh * w.dil[1] * p.pw + kw * w.dil[2]);
+}
+
 inline Padded padded_for(const Window& w) {
   Padded p;
   p.ph = std::max(w.in[1] + w.pad[1] + w.pad_end[1], (w.out[1] - 1) * w.stride[1] + (w.k[1] - 1) * w.dil[1] + 1);
   p.pw = std::max(w.in[2] + w.pad[2] + w.pad_end[2], (w.out[2] - 1) * w.stride[2] + (w.k[2] - 1) * w.dil[2] + 1);
   p.slack = 2 * kLanes * w.stride[2] + kLanes;
-  for (int64_t kh = 0; kh < w.k[1]; ++kh)
-    for (int64_t kw = 0; kw < w.k[2]; ++kw) p.tapoff.push_back(kh * w.dil[1] * p.pw + kw * w.dil[2]);
+  set_tap_offsets(w, p);
   return p;
 }
 
@@ -58,22 +63,19 @@ inline std::vector<OutVector> out_vectors(const Window& w, const Padded& p) {
   return out;
 }
 
-/// The plane read where it lies, as a Padded of its own size (no slack: see in_place_slack),
-/// where the window has no pads and every window lies inside the input; else ph = 0.
+/// The plane read where it lies, as a Padded of its own size, where the window has no pads and
+/// every window lies inside the input; else ph = 0. Its last vectors' loads reach as far past it
+/// as padded_for's slack (lanes never stored): a plane may be read in place only where that many
+/// floats of the input follow it.
 inline Padded in_place_for(const Window& w) {
-  Padded p{0, w.in[2], 0, {}};
+  Padded p{0, w.in[2], 2 * kLanes * w.stride[2] + kLanes, {}};
   for (int a = 1; a < 3; ++a)
     if (w.pad[a] != 0 || w.pad_end[a] != 0 || (w.out[a] - 1) * w.stride[a] + (w.k[a] - 1) * w.dil[a] + 1 > w.in[a])
       return p;
   p.ph = w.in[1];
-  for (int64_t kh = 0; kh < w.k[1]; ++kh)
-    for (int64_t kw = 0; kw < w.k[2]; ++kw) p.tapoff.push_back(kh * w.dil[1] * p.pw + kw * w.dil[2]);
+  set_tap_offsets(w, p);
   return p;
 }
-
-/// Floats past a plane read in place that its last vectors' loads may touch (lanes never stored):
-/// a plane may be read in place only where that many floats of the input follow it.
-inline int64_t in_place_slack(const Window& w) { return 2 * kLanes * w.stride[2] + kLanes; }
 
 /// The 8 inputs of one tap for consecutive outputs, consecutive floats (step 1) or every other,
 /// with step 2 in the lane order of `in_order`: taps combined lane by lane (max, add, fma with a

@@ -28,7 +28,6 @@ using avx2::Padded;
 using avx2::first_lanes;
 using avx2::in_order;
 using avx2::in_place_for;
-using avx2::in_place_slack;
 using avx2::out_vectors;
 using avx2::padded_for;
 using avx2::taps_unordered;
@@ -139,7 +138,7 @@ bool pool_f32(KernelContext& ctx, const PoolPlan& plan, bool max, bool include_p
   // follows for the last vectors' loads; the others (and every plane of a padded window) from a
   // padded copy.
   const int64_t direct_planes =
-      direct.ph == 0 ? 0 : std::max<int64_t>(0, plan.planes - (in_place_slack(w) + in - 1) / std::max<int64_t>(1, in));
+      direct.ph == 0 ? 0 : std::max<int64_t>(0, plan.planes - (direct.slack + in - 1) / std::max<int64_t>(1, in));
   if (direct_planes > 0) OPFORGE_KERNEL_PATH("pool.in_place");
   if (direct_planes < plan.planes) OPFORGE_KERNEL_PATH("pool.padded");
   const std::vector<OutVector> vecs = out_vectors(w, p);
