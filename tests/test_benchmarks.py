@@ -44,3 +44,28 @@ def test_isolated_timing_runs_each_runtime_in_a_process_of_its_own():
     feed = {"v0": np.ones(16, np.float32)}
     ort_time, ours_time = bench_models.isolated_times(model.SerializeToString(), feed, threads=1, repeat=3, rounds=1)
     assert 0 < ort_time < 1 and 0 < ours_time < 1
+
+
+def test_lock_step_ab_times_both_checkouts_on_the_same_models(tmp_path):
+    """bench_ab: two servers (here both this checkout) take turns on each model; every round
+    gives a ratio, and the same code on both sides gives ratios near 1."""
+    import numpy as np
+    import onnx
+
+    from benchmarks import bench_ab, bench_models
+
+    onnx.save(bench_models.add_chain(50), tmp_path / "chain.onnx")
+    np.savez(tmp_path / "chain.npz", v0=np.ones(16, np.float32))
+    here = str(Path(__file__).resolve().parents[1])
+    result = bench_ab.compare(here, here, tmp_path, threads=1, rounds=4, turn=0.01)
+    assert list(result) == ["chain"]
+    a_time, b_time, ratio, rounds = result["chain"]
+    assert 0 < a_time < 0.1 and 0 < b_time < 0.1 and len(rounds) == 4
+    assert 0.2 < ratio < 5   # the same code: far from what any real difference would show
+
+
+def test_lock_step_ab_refuses_a_checkout_without_opforge(tmp_path):
+    from benchmarks import bench_ab
+
+    with pytest.raises(SystemExit, match="stopped"):
+        bench_ab.Server(str(tmp_path), tmp_path, 1)
