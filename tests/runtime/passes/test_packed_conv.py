@@ -213,3 +213,42 @@ def test_weights_fed_at_run_time_and_other_settings_stay_unpacked(monkeypatch):
     model.graph.input.append(tensor("w", list(w_shape)))
     model.graph.initializer.pop(0)
     assert ops(session(model)) == ["Conv"]
+
+
+# AVX2 1x1 convs of 4 panels or more a group read their input packed position-major, once per
+# chunk of positions on each thread: K a multiple of 8 or not (the transposing pack's tail),
+# positions not a multiple of 8, 56x56 maps cut into several chunks, a strided copy as source,
+# pads, groups with a batch of 2 (one packed chunk per image and group)
+POSITION_ROWS = {
+    "1x1_96_to_128_56x56": ((1, 96, 56, 56), (128, 96, 1, 1), {}),
+    "1x1_k13_m130": ((1, 13, 9, 11), (130, 13, 1, 1), {}),
+    "1x1_stride2": ((1, 20, 17, 17), (128, 20, 1, 1), dict(strides=[2, 2])),
+    "1x1_pads": ((1, 24, 6, 10), (160, 24, 1, 1), dict(pads=[1, 0, 2, 1])),
+    "1x1_groups_batch": ((2, 40, 7, 7), (256, 20, 1, 1), dict(group=2)),
+}
+
+
+@pytest.mark.parametrize("case", list(POSITION_ROWS))
+@pytest.mark.parametrize("threads", [1, 2])
+def test_position_rows(case, threads):
+    x_shape, w_shape, attrs = POSITION_ROWS[case]
+    with paths_taken() as taken:
+        check(conv_model(x_shape, w_shape, **attrs), feeds(x_shape), threads)
+    assert_path(taken, "conv.packed.position_rows", ("avx2",))
+
+
+def test_position_rows_with_residual_and_activation():
+    x_shape, w_shape = (1, 36, 10, 12), (128, 36, 1, 1)
+    attrs = dict(activation="LeakyRelu", activation_params=[0.1])
+    model = conv_model(x_shape, w_shape, op="FusedConv", z=True, **attrs)
+    with paths_taken() as taken:
+        check(model, feeds(x_shape, out_shape(x_shape, w_shape, attrs)), threads=2)
+    assert_path(taken, "conv.packed.position_rows", ("avx2",))
+
+
+def test_small_1x1_convs_read_in_place():
+    """Two panels (M = 64): packing the rows cost more than it saved."""
+    x_shape, w_shape = (1, 64, 14, 14), (64, 64, 1, 1)
+    with paths_taken() as taken:
+        check(conv_model(x_shape, w_shape), feeds(x_shape))
+    assert not any(path.startswith("conv.packed.position_rows") for path in taken), sorted(taken)

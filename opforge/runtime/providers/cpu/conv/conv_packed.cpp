@@ -5,12 +5,13 @@
 // The register tile runs the other way round from conv_gemm_f32's: its vectors hold 32 output
 // channels (a panel's row), its rows up to 12 (AVX-512) or 3 (AVX2) output positions of one
 // output row, each broadcasting its input value at every k. No lane is wasted on a small map (a
-// 7x7 map fills 49 of the 64 lanes of position tiles), and the input is never packed: it is
-// read where it lies, or from conv_source.h's copy when the conv pads or strides, at a per-k
-// offset. The rows of a tile start from the bias and go to a scratch block (positions x 32) kept
+// 7x7 map fills 49 of the 64 lanes of position tiles), and the input is read where it lies, or
+// from conv_source.h's copy when the conv pads or strides, at a per-k offset (on AVX2, a 1x1
+// conv of 4 panels or more a group reads it packed position-major: PositionRows). The rows of a tile start from the bias and go to a scratch block (positions x 32) kept
 // across K blocks; with AVX-512 the last K block transposes them in registers into Y's channel
 // rows, with Z and the activation; with AVX2 the scratch block goes there after the last one.
 #include <algorithm>
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -215,7 +216,13 @@ void run_tile(int rows, const float* a, const int64_t* koff, const float* b, int
 /// positions may come from different output rows (a 13-wide row is then not cut into tiles of
 /// 3, 3, 3, 2, 2). The first block starts from the panel's bias. The sums stay in T;
 /// store_panel moves them into Y after the last block.
-template <int R, int H>
+///
+/// How the tile reads: at koff[k] from each position (Reads::Offsets), the same while asking
+/// ahead for the panel's rows (Reads::Streamed: where the weights are streamed from memory; from
+/// L1 the prefetches only took issue slots), or at k itself (Reads::Rows: position rows).
+enum class Reads { Offsets, Streamed, Rows };
+
+template <int R, int H, Reads M>
 void tile(const float* a, const int64_t* pos, const int64_t* koff, const float* b, int64_t kc, float* t,
           const float* bias) {
   __m256 acc[R][H];
@@ -227,9 +234,11 @@ void tile(const float* a, const int64_t* pos, const int64_t* koff, const float* 
     for (int h = 0; h < H; ++h) acc[r][h] = _mm256_loadu_ps(bias ? bias + 8 * h : t + r * kPanel + 8 * h);
   }
   for (int64_t k = 0; k < kc; ++k, b += kPanel) {
-    _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchRows * kPanel), _MM_HINT_T0);
-    if (H > 2) _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchRows * kPanel + 16), _MM_HINT_T0);
-    const int64_t off = koff[k];
+    if constexpr (M == Reads::Streamed) {
+      _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchRows * kPanel), _MM_HINT_T0);
+      if (H > 2) _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchRows * kPanel + 16), _MM_HINT_T0);
+    }
+    const int64_t off = M == Reads::Rows ? k : koff[k];
     // 16 registers: 12 sums, then either R broadcasts and one vector of weights at a time (H = 4,
     // R = 3) or the H vectors of weights and one broadcast at a time (otherwise; R broadcasts
     // beside the sums would spill). Each is loaded once into a register: GCC would fold a load
@@ -267,32 +276,33 @@ void tile(const float* a, const int64_t* pos, const int64_t* koff, const float* 
 }
 
 /// One tile of `rows` positions (at most 12 / H), over the first H vectors of channels.
-template <int H, int R = 12 / H>
+template <int H, Reads M, int R = 12 / H>
 void tile_of(int64_t rows, const float* a, const int64_t* pos, const int64_t* koff, const float* b, int64_t kc,
              float* t, const float* bias) {
   if constexpr (R > 1)
-    if (rows < R) return tile_of<H, R - 1>(rows, a, pos, koff, b, kc, t, bias);
-  tile<R, H>(a, pos, koff, b, kc, t, bias);
+    if (rows < R) return tile_of<H, M, R - 1>(rows, a, pos, koff, b, kc, t, bias);
+  tile<R, H, M>(a, pos, koff, b, kc, t, bias);
 }
 
 /// The tiles of `positions` consecutive positions of Y (pos: their offsets in the source) over
 /// the first H x 8 channels of the panel: 3 x 32, 4 x 24, 6 x 16 or 12 x 8 (a panel of 24, 16
 /// or 8 channels or fewer: M = 24, or a grouped conv's last panel, which often holds a few).
-template <int H>
+template <int H, Reads M>
 void tiles_of(int64_t positions, const float* a, const int64_t* pos, const int64_t* koff, const float* b,
               int64_t kc, float* t, const float* bias) {
   constexpr int rows = 12 / H;
   for (int64_t p = 0; p < positions; p += rows, pos += rows, t += rows * kPanel)
-    tile_of<H>(std::min<int64_t>(rows, positions - p), a, pos, koff, b, kc, t, bias);
+    tile_of<H, M>(std::min<int64_t>(rows, positions - p), a, pos, koff, b, kc, t, bias);
 }
 
+template <Reads M>
 void run_tiles(int vectors, int64_t positions, const float* a, const int64_t* pos, const int64_t* koff,
                const float* b, int64_t kc, float* t, const float* bias) {
   switch (vectors) {
-    case 1: return tiles_of<1>(positions, a, pos, koff, b, kc, t, bias);
-    case 2: return tiles_of<2>(positions, a, pos, koff, b, kc, t, bias);
-    case 3: return tiles_of<3>(positions, a, pos, koff, b, kc, t, bias);
-    default: return tiles_of<4>(positions, a, pos, koff, b, kc, t, bias);
+    case 1: return tiles_of<1, M>(positions, a, pos, koff, b, kc, t, bias);
+    case 2: return tiles_of<2, M>(positions, a, pos, koff, b, kc, t, bias);
+    case 3: return tiles_of<3, M>(positions, a, pos, koff, b, kc, t, bias);
+    default: return tiles_of<4, M>(positions, a, pos, koff, b, kc, t, bias);
   }
 }
 
@@ -349,6 +359,9 @@ struct Job {
   std::vector<RowBlock> blocks;
   float* y;
   const Epilogue& e;
+  uint64_t call = 0;           ///< this call's number (keys a thread's PositionRows)
+  bool position_rows = false;  ///< AVX2: tiles read a 1x1 conv's input packed position-major
+  bool streamed = false;       ///< AVX2: tasks go panel by panel (weights from memory): prefetch them
   int64_t panels_per_group() const { return (s.mg + kPanel - 1) / kPanel; }
 };
 
@@ -402,18 +415,69 @@ void run_task(const Job& job, int64_t image, int64_t panel, int64_t b0, int64_t 
 
 #else
 
+/// A 1x1 conv's input at a task's positions, position-major: row i holds position i's K values
+/// (packed[i * K + k] = src[koff[k] + pos[i]]), so a tile's broadcasts read a few sequential
+/// rows. Read where it lies, each k is a line of its own channel plane; with 56x56 planes (a
+/// multiple of 256 bytes apart) 96 channels fell in 16 of L1's 64 sets, beside the panel's
+/// weights, and a tile's lines were gone before the next tile read them. A thread packs a chunk
+/// once for all the panels it runs on it (tasks go chunk by chunk).
+struct PositionRows {
+  uint64_t call = 0;            ///< the packed_conv_compute call (Job::call) these rows belong to
+  const float* src = nullptr;   ///< the image and group they were packed from
+  int64_t b0 = -1, b1 = -1;
+  std::vector<float> rows;
+  std::vector<int64_t> pos;     ///< each position's row offset (i * K)
+};
+
+void pack_positions(const float* src, const int64_t* koff, int64_t k, const std::vector<int64_t>& pos, float* out) {
+  const int64_t n = int64_t(pos.size());
+  int64_t i = 0;
+  for (; i + avx2::kLanes <= n; i += avx2::kLanes) {
+    if (pos[size_t(i) + avx2::kLanes - 1] - pos[size_t(i)] != avx2::kLanes - 1) break;  // not 8 in a row
+    const float* at = src + pos[size_t(i)];
+    int64_t c = 0;
+    for (; c + avx2::kLanes <= k; c += avx2::kLanes) {
+      __m256 v[8];
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) v[j] = _mm256_loadu_ps(at + koff[c + j]);
+      avx2::transpose8(v);
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + (i + j) * k + c, v[j]);
+    }
+    for (; c < k; ++c)
+      for (int j = 0; j < avx2::kLanes; ++j) out[(i + j) * k + c] = at[koff[c] + j];
+  }
+  for (; i < n; ++i)
+    for (int64_t c = 0; c < k; ++c) out[i * k + c] = src[koff[c] + pos[size_t(i)]];
+}
+
 /// Panel `panel` of image `image` at row blocks [b0, b1) (consecutive positions of Y): every K
 /// block into the scratch sums, tiles running on across the blocks' rows, then the sums into Y,
 /// then the activations not applied in registers.
 void run_task(const Job& job, int64_t image, int64_t panel, int64_t b0, int64_t b1) {
   thread_local std::vector<float> scratch;
   thread_local std::vector<int64_t> pos;  // each position's offset in the source
+  thread_local PositionRows packed;
   pos.clear();
   for (int64_t b = b0; b < b1; ++b)
     for (int r = 0; r < job.blocks[size_t(b)].rows; ++r) pos.push_back(job.blocks[size_t(b)].src + r);
   const int64_t positions = int64_t(pos.size());
   if (scratch.size() < size_t(positions * kPanel)) scratch.resize(size_t(positions * kPanel));
-  const PanelRef ref = panel_ref(job, image, panel);
+  PanelRef ref = panel_ref(job, image, panel);
+  const int64_t* koff = job.koff.data();
+  const int64_t* at = pos.data();
+  if (job.position_rows) {
+    OPFORGE_KERNEL_PATH("conv.packed.position_rows");
+    if (packed.call != job.call || packed.src != ref.src || packed.b0 != b0 || packed.b1 != b1) {
+      packed.rows.resize(size_t(positions * job.k));
+      pack_positions(ref.src, koff, job.k, pos, packed.rows.data());
+      packed.pos.resize(size_t(positions));
+      for (int64_t i = 0; i < positions; ++i) packed.pos[size_t(i)] = i * job.k;
+      packed.call = job.call, packed.src = ref.src, packed.b0 = b0, packed.b1 = b1;
+    }
+    ref.src = packed.rows.data();
+    at = packed.pos.data();
+  }
   const int64_t p = job.s.w.out_size(), first_row = ref.first_row;
   const int vectors = int((ref.count + avx2::kLanes - 1) / avx2::kLanes);
   if (vectors == 3) OPFORGE_KERNEL_PATH("conv.packed.panel_of_24");
@@ -421,8 +485,15 @@ void run_task(const Job& job, int64_t image, int64_t panel, int64_t b0, int64_t 
   if (vectors == 1) OPFORGE_KERNEL_PATH("conv.packed.panel_of_8");
   for (int64_t k0 = 0; k0 < job.k; k0 += kBlockK) {
     const int64_t kc = std::min(kBlockK, job.k - k0);
-    run_tiles(vectors, positions, ref.src, pos.data(), job.koff.data() + k0, ref.w + k0 * kPanel, kc, scratch.data(),
-              k0 == 0 ? ref.bias : nullptr);
+    const float* w = ref.w + k0 * kPanel;
+    float* const t = scratch.data();
+    const float* bias = k0 == 0 ? ref.bias : nullptr;
+    if (job.position_rows)
+      run_tiles<Reads::Rows>(vectors, positions, ref.src + k0, at, nullptr, w, kc, t, bias);
+    else if (job.streamed)
+      run_tiles<Reads::Streamed>(vectors, positions, ref.src, at, koff + k0, w, kc, t, bias);
+    else
+      run_tiles<Reads::Offsets>(vectors, positions, ref.src, at, koff + k0, w, kc, t, bias);
   }
   const int count = ref.count;
   const int64_t y0 = first_row + job.blocks[size_t(b0)].y;
@@ -475,6 +546,14 @@ void packed_conv_compute(KernelContext& ctx) {
   // and Y it touches are those the convs before and after it (cut by positions too) touched on
   // the same thread. Cutting every conv one way or the other was slower than choosing per conv.
   const bool by_panel = panels * job.k * kPanel > s.n * (s.c * job.cstride + s.m * s.w.out_size());
+#if !defined(__AVX512F__)
+  // Packing a chunk's rows paid off from 4 panels a group (1.0-1.15x faster alone, by the
+  // input's size); with 1 or 2 it cost more than the reads it saved.
+  static std::atomic<uint64_t> calls{0};
+  job.call = ++calls;
+  job.position_rows = s.w.k_size() == 1 && !by_panel && per_group >= 4;
+  job.streamed = by_panel;
+#endif
 #if defined(__AVX512F__)
   const int64_t task_positions = kTaskPositions;
 #else
