@@ -140,7 +140,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--turn", type=float, default=0.05, help="seconds of runs per turn (at least 3 runs)")
     parser.add_argument("--serve", nargs=3, metavar=("TREE", "MODELS", "THREADS"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_intermixed_args()
     if args.serve:
         return serve(args.serve[0], args.serve[1], int(args.serve[2]))
     if not args.base:
