@@ -311,27 +311,29 @@ void run_tiles(int vectors, int64_t positions, const float* a, const int64_t* po
 /// registers, with Z (laid out as Y, possibly Y itself) and the register activation.
 void store_panel(const float* t, int64_t positions, int count, float* y, const float* z, int64_t pitch,
                  const Epilogue& e, bool act) {
-  for (int64_t p0 = 0; p0 < positions; p0 += avx2::kLanes) {
+  auto block = [&](int64_t p0, int c0) __attribute__((always_inline)) {
     const int64_t n = std::min<int64_t>(avx2::kLanes, positions - p0);
     const __m256i mask = avx2::first_lanes(n);
-    for (int c0 = 0; c0 < count; c0 += avx2::kLanes) {
-      __m256 v[8];
+    __m256 v[8];
 #pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) v[i] = i < n ? _mm256_loadu_ps(t + (p0 + i) * kPanel + c0) : _mm256_setzero_ps();
-      avx2::transpose8(v);
-      for (int j = 0; j < std::min(avx2::kLanes, count - c0); ++j) {
-        const int64_t at = (c0 + j) * pitch + p0;
-        __m256 out = v[j];
-        if (n == avx2::kLanes) {
-          if (z) out = _mm256_add_ps(out, _mm256_loadu_ps(z + at));
-          _mm256_storeu_ps(y + at, act ? avx2::activate(out, e) : out);
-        } else {
-          if (z) out = _mm256_add_ps(out, _mm256_maskload_ps(z + at, mask));
-          _mm256_maskstore_ps(y + at, mask, act ? avx2::activate(out, e) : out);
-        }
+    for (int i = 0; i < 8; ++i) v[i] = i < n ? _mm256_loadu_ps(t + (p0 + i) * kPanel + c0) : _mm256_setzero_ps();
+    avx2::transpose8(v);
+    for (int j = 0; j < std::min(avx2::kLanes, count - c0); ++j) {
+      const int64_t at = (c0 + j) * pitch + p0;
+      __m256 out = v[j];
+      if (n == avx2::kLanes) {
+        if (z) out = _mm256_add_ps(out, _mm256_loadu_ps(z + at));
+        _mm256_storeu_ps(y + at, act ? avx2::activate(out, e) : out);
+      } else {
+        if (z) out = _mm256_add_ps(out, _mm256_maskload_ps(z + at, mask));
+        _mm256_maskstore_ps(y + at, mask, act ? avx2::activate(out, e) : out);
       }
     }
-  }
+  };
+  // Eight channel rows at a time, each written along: eight write streams, not 32 rows
+  // interleaved (1x1 convs on 56x56 and 28x28 maps ran 8-13% faster).
+  for (int c0 = 0; c0 < count; c0 += avx2::kLanes)
+    for (int64_t p0 = 0; p0 < positions; p0 += avx2::kLanes) block(p0, c0);
 }
 
 #endif  // __AVX512F__
