@@ -218,13 +218,15 @@ def test_weights_fed_at_run_time_and_other_settings_stay_unpacked(monkeypatch):
 # AVX2 1x1 convs of 4 panels or more a group read their input packed position-major, once per
 # chunk of positions on each thread: K a multiple of 8 or not (the transposing pack's tail),
 # positions not a multiple of 8, 56x56 maps cut into several chunks, a strided copy as source,
-# pads, groups with a batch of 2 (one packed chunk per image and group)
+# pads, groups with a batch of 2 (one packed chunk per image and group), weight-heavy convs
 POSITION_ROWS = {
     "1x1_96_to_128_56x56": ((1, 96, 56, 56), (128, 96, 1, 1), {}),
     "1x1_k13_m130": ((1, 13, 9, 11), (130, 13, 1, 1), {}),
     "1x1_stride2": ((1, 20, 17, 17), (128, 20, 1, 1), dict(strides=[2, 2])),
     "1x1_pads": ((1, 24, 6, 10), (160, 24, 1, 1), dict(pads=[1, 0, 2, 1])),
     "1x1_groups_batch": ((2, 40, 7, 7), (256, 20, 1, 1), dict(group=2)),
+    # weights 8x the maps (AVX-512 goes panel by panel there; AVX2 chunk by chunk everywhere)
+    "1x1_weights_outweigh_maps": ((1, 256, 5, 5), (200, 256, 1, 1), {}),
 }
 
 

@@ -39,9 +39,9 @@ constexpr int64_t kTaskPositions = 1024;  ///< positions per task at most: its s
 /// positions of 96 channels or more the input outgrew L2 and each panel's task read it again
 /// from L3 (a 1x1 conv of 96 x 56x56 ran 1.1-1.8 ms from one session to the next).
 constexpr int64_t kTaskInputBytes = 256 << 10;
-/// How far ahead of its k the tile asks for the panel's rows (8 KB): in a model whose weights
-/// outgrow L3 the panels come from memory, and the hardware prefetcher alone left the tiles
-/// waiting on them.
+/// How far ahead of its k an AVX-512 tile asks for the panel's rows (8 KB): in a model whose
+/// weights outgrow L3 the panels come from memory, and the hardware prefetcher alone left the
+/// tiles waiting on them.
 constexpr int64_t kPrefetchRows = 64;
 
 /// The window and channel counts of a PackedConv, from X, the attributes and M.
@@ -217,10 +217,10 @@ void run_tile(int rows, const float* a, const int64_t* koff, const float* b, int
 /// 3, 3, 3, 2, 2). The first block starts from the panel's bias. The sums stay in T;
 /// store_panel moves them into Y after the last block.
 ///
-/// How the tile reads: at koff[k] from each position (Reads::Offsets), the same while asking
-/// ahead for the panel's rows (Reads::Streamed: where the weights are streamed from memory; from
-/// L1 the prefetches only took issue slots), or at k itself (Reads::Rows: position rows).
-enum class Reads { Offsets, Streamed, Rows };
+/// How the tile reads: at koff[k] from each position (Reads::Offsets) or at k itself
+/// (Reads::Rows: position rows). It does not prefetch the panel's rows, which sit in L1 across
+/// the chunk's tiles: prefetches only took issue slots (resnet50 and vgg19 5-9% faster without).
+enum class Reads { Offsets, Rows };
 
 template <int R, int H, Reads M>
 void tile(const float* a, const int64_t* pos, const int64_t* koff, const float* b, int64_t kc, float* t,
@@ -234,10 +234,6 @@ void tile(const float* a, const int64_t* pos, const int64_t* koff, const float* 
     for (int h = 0; h < H; ++h) acc[r][h] = _mm256_loadu_ps(bias ? bias + 8 * h : t + r * kPanel + 8 * h);
   }
   for (int64_t k = 0; k < kc; ++k, b += kPanel) {
-    if constexpr (M == Reads::Streamed) {
-      _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchRows * kPanel), _MM_HINT_T0);
-      if (H > 2) _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchRows * kPanel + 16), _MM_HINT_T0);
-    }
     const int64_t off = M == Reads::Rows ? k : koff[k];
     // 16 registers: 12 sums, then either R broadcasts and one vector of weights at a time (H = 4,
     // R = 3) or the H vectors of weights and one broadcast at a time (otherwise; R broadcasts
@@ -363,7 +359,6 @@ struct Job {
   const Epilogue& e;
   uint64_t call = 0;           ///< this call's number (keys a thread's PositionRows)
   bool position_rows = false;  ///< AVX2: tiles read a 1x1 conv's input packed position-major
-  bool streamed = false;       ///< AVX2: tasks go panel by panel (weights from memory): prefetch them
   int64_t panels_per_group() const { return (s.mg + kPanel - 1) / kPanel; }
 };
 
@@ -492,8 +487,6 @@ void run_task(const Job& job, int64_t image, int64_t panel, int64_t b0, int64_t 
     const float* bias = k0 == 0 ? ref.bias : nullptr;
     if (job.position_rows)
       run_tiles<Reads::Rows>(vectors, positions, ref.src + k0, at, nullptr, w, kc, t, bias);
-    else if (job.streamed)
-      run_tiles<Reads::Streamed>(vectors, positions, ref.src, at, koff + k0, w, kc, t, bias);
     else
       run_tiles<Reads::Offsets>(vectors, positions, ref.src, at, koff + k0, w, kc, t, bias);
   }
@@ -541,6 +534,7 @@ void packed_conv_compute(KernelContext& ctx) {
       std::copy_n(ctx.input(2).data<float>() + g * s.mg, s.mg, job.bias.begin() + g * per_group * kPanel);
   const int64_t nb = int64_t(job.blocks.size());
   const int64_t units = s.n * panels, want = ctx.num_threads() > 1 ? ctx.num_threads() * kTasksPerThread : 1;
+#if defined(__AVX512F__)
   // Where the packed weights outweigh the maps, tasks go panel by panel, so each thread streams
   // its own panels (from memory, in a model whose weights outgrow the caches): inception_v2's
   // 3x3 convs on 14x14 maps. Elsewhere at least a chunk of the map per thread, and tasks go
@@ -548,22 +542,18 @@ void packed_conv_compute(KernelContext& ctx) {
   // and Y it touches are those the convs before and after it (cut by positions too) touched on
   // the same thread. Cutting every conv one way or the other was slower than choosing per conv.
   const bool by_panel = panels * job.k * kPanel > s.n * (s.c * job.cstride + s.m * s.w.out_size());
-#if !defined(__AVX512F__)
-  // Packing a chunk's rows paid off from 4 panels a group (1.0-1.15x faster alone, by the
-  // input's size); with 1 or 2 it cost more than the reads it saved.
-  static std::atomic<uint64_t> calls{0};
-  job.call = ++calls;
-  job.position_rows = s.w.k_size() == 1 && !by_panel && per_group >= 4;
-  job.streamed = by_panel;
-#endif
-#if defined(__AVX512F__)
   const int64_t task_positions = kTaskPositions;
 #else
-  // (tasks that go panel by panel stream their panels, and read the small input from L2 anyway)
+  // With AVX2 (Zen 3), tasks go chunk by chunk everywhere: panel by panel was slower on every
+  // weight-heavy conv tried, at 1 and 2 threads (a 512->1000 1x1 on 13x13 and 3x3s with 9 MB of
+  // weights). Packing a chunk's rows paid off from 4 panels a group (1.0-1.15x faster alone, by
+  // the input's size); with 1 or 2 it cost more than the reads it saved.
+  constexpr bool by_panel = false;
+  static std::atomic<uint64_t> calls{0};
+  job.call = ++calls;
+  job.position_rows = s.w.k_size() == 1 && per_group >= 4;
   const int64_t task_positions =
-      by_panel ? kTaskPositions
-               : std::clamp<int64_t>(kTaskInputBytes / (std::max<int64_t>(1, s.cg) * int64_t(sizeof(float))), 48,
-                                     kTaskPositions);
+      std::clamp<int64_t>(kTaskInputBytes / (std::max<int64_t>(1, s.cg) * int64_t(sizeof(float))), 48, kTaskPositions);
 #endif
   int64_t chunks = std::max((want + units - 1) / units, (s.w.out_size() + task_positions - 1) / task_positions);
   if (!by_panel) chunks = std::max<int64_t>(chunks, ctx.num_threads());
