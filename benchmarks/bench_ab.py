@@ -39,13 +39,15 @@ def serve(tree: str, models: str, threads: int) -> None:
 
     if not Path(opforge.__file__).resolve().is_relative_to(Path(tree).resolve()):
         raise SystemExit(f"opforge came from {opforge.__file__}, not from {tree}")
+    from benchmarks.bench_models import WARMUP_RUNS   # imports the opforge above
+
     sessions = {}
     for path in sorted(Path(models).glob("*.onnx")):
         feed = dict(np.load(path.with_suffix(".npz")))
         options = opforge.SessionOptions()
         options.intra_op_num_threads = threads
         sess = opforge.InferenceSession(str(path), options)
-        for _ in range(12):  # past the plan's compile and its timing of steps with and without workers
+        for _ in range(WARMUP_RUNS):  # past the plan's compile and its timing of steps with and without workers
             sess.run(None, feed)
         sessions[path.stem] = (sess, feed)
     print(json.dumps(sorted(sessions)), flush=True)
@@ -160,7 +162,8 @@ def main() -> None:
         paired = statistics.median(rounds)
         if name.startswith("light_"):
             logs.append(math.log(paired))
-        print(f"{name:<24}{ta * 1e3:>10.3f}{tb * 1e3:>10.3f}{ratio:>14.3f}{paired:>15.3f}  {rounds[0]:.3f}..{rounds[-1]:.3f}")
+        print(f"{name:<24}{ta * 1e3:>10.3f}{tb * 1e3:>10.3f}{ratio:>14.3f}{paired:>15.3f}  "
+              f"{rounds[0]:.3f}..{rounds[-1]:.3f}")
     if logs:
         print(f"light zoo geo-mean of the per-round B/A: {math.exp(sum(logs) / len(logs)):.3f}")
 

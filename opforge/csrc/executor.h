@@ -129,8 +129,9 @@ class Plan {
   /// Thread adaptation: every kAdaptPeriod runs a plan times each native step kAdaptTrials
   /// times with its pool's workers and as many times on the running thread alone
   /// (ThreadPool::Solo), runs alternating, and from then on runs alone the steps that were
-  /// clearly faster that way at their best. Where a second vCPU does not add speed (an SMT sibling, a core another
-  /// process holds), the steps it slowed run alone; nothing else changes, results included.
+  /// clearly faster that way at their best. Where a second vCPU does not add speed (an SMT
+  /// sibling, a core another process holds), the steps it slowed run alone; nothing else
+  /// changes, results included.
   struct StepThreads;
   void adapt_threads(uint64_t phase, bool ok);
 

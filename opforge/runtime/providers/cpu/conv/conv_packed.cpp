@@ -7,9 +7,10 @@
 // output row, each broadcasting its input value at every k. No lane is wasted on a small map (a
 // 7x7 map fills 49 of the 64 lanes of position tiles), and the input is read where it lies, or
 // from conv_source.h's copy when the conv pads or strides, at a per-k offset (on AVX2, a 1x1
-// conv of 4 panels or more a group reads it packed position-major: PositionRows). The rows of a tile start from the bias and go to a scratch block (positions x 32) kept
-// across K blocks; with AVX-512 the last K block transposes them in registers into Y's channel
-// rows, with Z and the activation; with AVX2 the scratch block goes there after the last one.
+// conv of 4 panels or more a group reads it packed position-major: PositionRows). The rows of
+// a tile start from the bias and go to a scratch block (positions x 32) kept across K blocks;
+// with AVX-512 the last K block transposes them in registers into Y's channel rows, with Z and
+// the activation; with AVX2 the scratch block goes there after the last one.
 #include <algorithm>
 #include <atomic>
 #include <string>
@@ -423,7 +424,6 @@ struct PositionRows {
   const float* src = nullptr;   ///< the image and group they were packed from
   int64_t b0 = -1, b1 = -1;
   std::vector<float> rows;
-  std::vector<int64_t> pos;     ///< each position's row offset (i * K)
 };
 
 void pack_positions(const float* src, const int64_t* koff, int64_t k, const std::vector<int64_t>& pos, float* out) {
@@ -451,7 +451,7 @@ void pack_positions(const float* src, const int64_t* koff, int64_t k, const std:
 /// What a thread's tasks reuse from task to task.
 struct Buffers {
   std::vector<float> scratch;  ///< the sums between K blocks
-  std::vector<int64_t> pos;    ///< each position's offset in the source
+  std::vector<int64_t> pos;    ///< each position's offset in the source (with position rows: in them)
   PositionRows packed;
 };
 
@@ -478,18 +478,15 @@ void run_task(const Job& job, int64_t image, int64_t panel, int64_t b0, int64_t 
   if (scratch.size() < size_t(positions * kPanel)) scratch.resize(size_t(positions * kPanel));
   PanelRef ref = panel_ref(job, image, panel);
   const int64_t* koff = job.koff.data();
-  const int64_t* at = pos.data();
   if (job.position_rows) {
     OPFORGE_KERNEL_PATH("conv.packed.position_rows");
     if (packed.call != job.call || packed.src != ref.src || packed.b0 != b0 || packed.b1 != b1) {
       packed.rows.resize(size_t(positions * job.k));
       pack_positions(ref.src, koff, job.k, pos, packed.rows.data());
-      packed.pos.resize(size_t(positions));
-      for (int64_t i = 0; i < positions; ++i) packed.pos[size_t(i)] = i * job.k;
       packed.call = job.call, packed.src = ref.src, packed.b0 = b0, packed.b1 = b1;
     }
     ref.src = packed.rows.data();
-    at = packed.pos.data();
+    for (int64_t i = 0; i < positions; ++i) pos[size_t(i)] = i * job.k;  // now each position's row
   }
   const int64_t p = job.s.w.out_size(), first_row = ref.first_row;
   const int vectors = int((ref.count + avx2::kLanes - 1) / avx2::kLanes);
@@ -502,9 +499,9 @@ void run_task(const Job& job, int64_t image, int64_t panel, int64_t b0, int64_t 
     float* const t = scratch.data();
     const float* bias = k0 == 0 ? ref.bias : nullptr;
     if (job.position_rows)
-      run_tiles<Reads::Rows>(vectors, positions, ref.src + k0, at, nullptr, w, kc, t, bias);
+      run_tiles<Reads::Rows>(vectors, positions, ref.src + k0, pos.data(), nullptr, w, kc, t, bias);
     else
-      run_tiles<Reads::Offsets>(vectors, positions, ref.src, at, koff + k0, w, kc, t, bias);
+      run_tiles<Reads::Offsets>(vectors, positions, ref.src, pos.data(), koff + k0, w, kc, t, bias);
   }
   const int count = ref.count;
   const int64_t y0 = first_row + job.blocks[size_t(b0)].y;
