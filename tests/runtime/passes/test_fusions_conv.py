@@ -125,6 +125,19 @@ def test_conv_add_of_its_own_input_is_fused(tmp_path):
     check_fusion(conv_model(tail), tmp_path, ["FusedConv"], "fuse_conv_add")
 
 
+@pytest.mark.parametrize("side", [3, 7, 14])
+def test_depthwise_conv_add_in_place(tmp_path, side):
+    """S = DepthwiseConv(R) + Z, Z and S inside the graph and Z read nowhere else (so S is planned
+    over it), on rows narrower than a vector, of one and a half, and of 14: no vector may write
+    lanes that a later one reads as Z."""
+    tail = [helper.make_node("Add", ["c", "z"], ["s"]), helper.make_node("Neg", ["s"], ["y"])]
+    model = conv_model(tail, x_shape=(2, 8, side + 2, side), group=8)
+    model.graph.node.insert(0, helper.make_node("Relu", ["x"], ["r"]))
+    model.graph.node.insert(1, helper.make_node("Neg", ["x"], ["z"]))
+    model.graph.node[2].input[0] = "r"
+    check_fusion(model, tmp_path, ["Relu", "Neg", "FusedConv", "Neg"], "fuse_conv_add")
+
+
 def test_resnet_block_folds_and_fuses(tmp_path):
     bn, inits = batchnorm("c", output="n")
     tail = [bn, helper.make_node("Sum", ["n", "z"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
@@ -224,6 +237,13 @@ CASES = {
     # SAME on even sizes): outputs in two vectors, the ring of rows refilled two rows a step
     "depthwise_5x5_stride2": ((1, 4, 11, 45), (4, 1, 5, 5), dict(pads=[2, 2, 2, 2], strides=[2, 2], group=4)),
     "depthwise_5x5_stride2_tf_same": ((2, 3, 12, 40), (6, 1, 5, 5), dict(pads=[1, 1, 2, 2], strides=[2, 2], group=3)),
+    # rows narrower than a vector (AVX2 stores each but the plane's last whole, its lanes past
+    # the row landing on the next row, stored after), rows of 14 (a last vector shifted back
+    # over the one before), and 7-wide outputs of stride 2
+    "depthwise_narrow": ((2, 6, 7, 7), (6, 1, 3, 3), dict(pads=[1, 1, 1, 1], group=6)),
+    "depthwise_3wide": ((1, 4, 5, 3), (4, 1, 3, 3), dict(pads=[1, 1, 1, 1], group=4)),
+    "depthwise_14": ((1, 8, 14, 14), (8, 1, 3, 3), dict(pads=[1, 1, 1, 1], group=8)),
+    "depthwise_stride2_to_7": ((1, 4, 14, 14), (4, 1, 3, 3), dict(pads=[1, 1, 1, 1], strides=[2, 2], group=4)),
     # just past what the in-place paths take (they would compute these wrongly): the padded copy
     "depthwise_stride2_pad2": ((1, 4, 9, 20), (4, 1, 3, 3), dict(pads=[2, 2, 2, 2], strides=[2, 2], group=4)),
     "depthwise_5x5_stride2_pad0": ((1, 4, 12, 40), (4, 1, 5, 5), dict(strides=[2, 2], group=4)),
@@ -237,7 +257,9 @@ DEPTHWISE_PATHS = {
     "depthwise_stride2_wide": "stride2_3x3", "depthwise_stride2_tf_same": "stride2_3x3",
     "depthwise_stride2_mixed_pads": "stride2_3x3", "depthwise_5x5": "same5x5", "depthwise_7x7": "same7x7",
     "depthwise_5x5_stride2": "stride2_5x5", "depthwise_5x5_stride2_tf_same": "stride2_5x5",
-    "depthwise_stride2_pad2": "padded", "depthwise_5x5_stride2_pad0": "padded"}
+    "depthwise_stride2_pad2": "padded", "depthwise_5x5_stride2_pad0": "padded",
+    "depthwise_narrow": "same3x3", "depthwise_3wide": "same3x3", "depthwise_14": "same3x3",
+    "depthwise_stride2_to_7": "stride2_3x3"}
 DEPTHWISE_ISAS = ("avx512", "avx2")   # the instruction sets with depthwise paths (conv_depthwise_*.cpp)
 ACTIVATIONS = [("", []), ("Relu", []), ("Tanh", []), ("Sigmoid", []), ("LeakyRelu", [0.1]),
                ("Clip", [-0.4, 0.6]), ("HardSigmoid", [0.3, 0.5])]

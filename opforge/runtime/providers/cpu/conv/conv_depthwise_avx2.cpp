@@ -22,7 +22,9 @@ namespace {
 using avx2::kLanes;
 using opforge_nn::avx2::OutVector;
 using opforge_nn::avx2::Padded;
+using opforge_nn::avx2::copy_row;
 using opforge_nn::avx2::out_vectors;
+using opforge_nn::avx2::store_whole;
 using opforge_nn::avx2::in_order;
 using opforge_nn::avx2::padded_for;
 using opforge_nn::avx2::taps_unordered;
@@ -30,17 +32,19 @@ using opforge_nn::avx2::taps_unordered;
 constexpr int64_t kMaxTaps = 64;  ///< kernels up to 8x8 keep their weights on the stack
 constexpr int kGroup = 4;         ///< output vectors in flight: each tap's FMAs are independent
 
-/// Copies plane x into the interior of the padded buffer, whose border stays zero.
+/// Copies plane x into the interior of the padded buffer, whose border stays zero (row by row
+/// in vectors: a memcpy call per row of a 14x14 plane cost more than its copy).
 void copy_interior(const Window& w, const Padded& p, const float* x, float* out) {
   for (int64_t h = 0; h < w.in[1]; ++h)
-    std::memcpy(out + (h + w.pad[1]) * p.pw + w.pad[2], x + h * w.in[2], size_t(w.in[2]) * sizeof(float));
+    copy_row(x + h * w.in[2], w.in[2], out + (h + w.pad[1]) * p.pw + w.pad[2], _mm256_setzero_ps());
 }
 
 /// One plane: the output vectors kGroup at a time. Taps is the tap count when fixed at compile
-/// time (3x3, 5x5), else 0.
+/// time (3x3, 5x5), else 0. `whole`: vectors may be stored whole where store_whole says (Z is
+/// not Y).
 template <int Step, int Taps>
 void run_plane(const Padded& p, const std::vector<OutVector>& vecs, const float* xp, const __m256* wv, float bias,
-               const float* z, const Epilogue& e, bool act, float* y) {
+               const float* z, const Epilogue& e, bool act, bool whole, int64_t out_size, float* y) {
   const int64_t n = Taps > 0 ? Taps : int64_t(p.tapoff.size());
   const int64_t* off = p.tapoff.data();
   for (size_t v0 = 0; v0 < vecs.size(); v0 += kGroup) {
@@ -59,7 +63,7 @@ void run_plane(const Padded& p, const std::vector<OutVector>& vecs, const float*
     for (int i = 0; i < g; ++i) {
       const OutVector& v = vecs[v0 + size_t(i)];
       __m256 out = in_order<Step>(acc[i]);
-      if (v.lanes == kLanes) {
+      if (v.lanes == kLanes || (whole && store_whole(vecs, v0 + size_t(i), out_size))) {
         if (z != nullptr) out = _mm256_add_ps(out, _mm256_loadu_ps(z + v.y));
         _mm256_storeu_ps(y + v.y, act ? avx2::activate(out, e) : out);
       } else {
@@ -72,7 +76,7 @@ void run_plane(const Padded& p, const std::vector<OutVector>& vecs, const float*
 }
 
 using PlaneRun = void (*)(const Padded&, const std::vector<OutVector>&, const float*, const __m256*, float,
-                          const float*, const Epilogue&, bool, float*);
+                          const float*, const Epilogue&, bool, bool, int64_t, float*);
 
 template <int Step>
 PlaneRun plane_run(int64_t taps) {
@@ -88,8 +92,10 @@ bool conv_depthwise_f32(KernelContext& ctx, const ConvShape& s, const float* x, 
   if (!fits || w.k_size() > kMaxTaps) return false;
   OPFORGE_KERNEL_PATH("conv.depthwise.padded");
   const Padded p = padded_for(w);
-  const std::vector<OutVector> vecs = out_vectors(w, p);
   const int64_t taps = w.k_size(), out = w.out_size();
+  // Z in place (Y's own floats) is read vector by vector: no vector may write lanes another reads.
+  const bool whole = z == nullptr || z + s.n * s.m * out <= y || y + s.n * s.m * out <= z;
+  const std::vector<OutVector> vecs = out_vectors(w, p, whole);
   const PlaneRun run = w.stride[2] == 1 ? plane_run<1>(taps) : plane_run<2>(taps);
   const bool act = in_register(e.act);
   auto input = [&](int64_t plane) { return x + ((plane / s.m) * s.c + (plane % s.m) / s.mg) * w.in_size(); };
@@ -104,7 +110,7 @@ bool conv_depthwise_f32(KernelContext& ctx, const ConvShape& s, const float* x, 
       for (int64_t t = 0; t < taps; ++t) wv[t] = _mm256_set1_ps(wt[mm * taps + t]);
       float* yp = y + plane * out;
       run(p, vecs, padded.data(), wv, bias != nullptr ? bias[mm] : 0.f, z != nullptr ? z + plane * out : nullptr, e,
-          act && e.act != Activation::None, yp);
+          act && e.act != Activation::None, whole, out, yp);
       if (!act) activate_rows(e, yp, out, 1, 0, out);
     }
   });

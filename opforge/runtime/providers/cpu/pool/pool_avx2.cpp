@@ -28,7 +28,9 @@ using avx2::Padded;
 using avx2::first_lanes;
 using avx2::in_order;
 using avx2::in_place_for;
+using avx2::copy_row;
 using avx2::out_vectors;
+using avx2::store_whole;
 using avx2::padded_for;
 using avx2::taps_unordered;
 
@@ -54,7 +56,8 @@ std::vector<float> inverse_counts(const PoolPlan& plan, bool include_pad) {
 /// One plane from its padded copy: the output vectors kGroup at a time. Taps: the tap count
 /// when fixed at compile time (2x2, 3x3), else 0.
 template <int Step, int Taps, bool Max>
-void run_plane(const Padded& p, const std::vector<OutVector>& vecs, const float* xp, const float* inv, float* y) {
+void run_plane(const Padded& p, const std::vector<OutVector>& vecs, const float* xp, const float* inv, int64_t out,
+               float* y) {
   const int64_t n = Taps > 0 ? Taps : int64_t(p.tapoff.size());
   const int64_t* off = p.tapoff.data();
   const __m256 fill = _mm256_set1_ps(Max ? -std::numeric_limits<float>::infinity() : 0.f);
@@ -74,7 +77,7 @@ void run_plane(const Padded& p, const std::vector<OutVector>& vecs, const float*
     for (int i = 0; i < g; ++i) {
       acc[i] = in_order<Step>(acc[i]);
       const OutVector& v = vecs[v0 + size_t(i)];
-      if (v.lanes == kLanes) {
+      if (store_whole(vecs, v0 + size_t(i), out)) {
         _mm256_storeu_ps(y + v.y, Max ? acc[i] : _mm256_mul_ps(acc[i], _mm256_loadu_ps(inv + v.y)));
       } else {
         const __m256i m = first_lanes(v.lanes);
@@ -84,7 +87,7 @@ void run_plane(const Padded& p, const std::vector<OutVector>& vecs, const float*
   }
 }
 
-using PlaneRun = void (*)(const Padded&, const std::vector<OutVector>&, const float*, const float*, float*);
+using PlaneRun = void (*)(const Padded&, const std::vector<OutVector>&, const float*, const float*, int64_t, float*);
 
 template <int Step, bool Max>
 PlaneRun plane_run(int64_t taps) {
@@ -141,8 +144,8 @@ bool pool_f32(KernelContext& ctx, const PoolPlan& plan, bool max, bool include_p
       direct.ph == 0 ? 0 : std::max<int64_t>(0, plan.planes - (direct.slack + in - 1) / std::max<int64_t>(1, in));
   if (direct_planes > 0) OPFORGE_KERNEL_PATH("pool.in_place");
   if (direct_planes < plan.planes) OPFORGE_KERNEL_PATH("pool.padded");
-  const std::vector<OutVector> vecs = out_vectors(w, p);
-  const std::vector<OutVector> direct_vecs = direct_planes > 0 ? out_vectors(w, direct) : std::vector<OutVector>();
+  const std::vector<OutVector> vecs = out_vectors(w, p, true);
+  const std::vector<OutVector> direct_vecs = direct_planes > 0 ? out_vectors(w, direct, true) : std::vector<OutVector>();
   const std::vector<float> inv = max ? std::vector<float>() : inverse_counts(plan, include_pad);
   const int64_t taps = w.k_size();
   const PlaneRun run = w.stride[2] == 1 ? (max ? plane_run<1, true>(taps) : plane_run<1, false>(taps))
@@ -155,13 +158,13 @@ bool pool_f32(KernelContext& ctx, const PoolPlan& plan, bool max, bool include_p
     for (int64_t c = begin; c < end; ++c) {
       const float* xc = x + c * in;
       if (c < direct_planes) {
-        run(direct, direct_vecs, xc, inv.data(), y + c * out);
+        run(direct, direct_vecs, xc, inv.data(), out, y + c * out);
         continue;
       }
       if (!filled) padded.assign(size_t(p.size()), fill), filled = true;
       for (int64_t h = 0; h < w.in[1]; ++h)
-        std::memcpy(padded.data() + (h + w.pad[1]) * p.pw + w.pad[2], xc + h * w.in[2], size_t(w.in[2]) * sizeof(float));
-      run(p, vecs, padded.data(), inv.data(), y + c * out);
+        copy_row(xc + h * w.in[2], w.in[2], padded.data() + (h + w.pad[1]) * p.pw + w.pad[2], _mm256_set1_ps(fill));
+      run(p, vecs, padded.data(), inv.data(), out, y + c * out);
     }
   });
   return true;
