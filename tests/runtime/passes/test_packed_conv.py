@@ -137,20 +137,20 @@ def test_convs_that_pack_on_avx2_only(x_shape, w_shape, attrs):
 # panels of 16 channels or fewer (AVX2: 6 positions x 16 channels a tile), their positions taken
 # across output rows: 7 x 9 = 63 positions (tiles of 6 and a last of 3), a batch of 2, padding
 # (the source a copy with its own row pitch), 48 = a full panel and a half, strides, and groups
-# of 16
+# of 16; K past one block of 128 where the panels are few (else row tiles take them)
 HALF_PANEL = {
-    "1x1_m16": ((1, 64, 7, 9), (16, 64, 1, 1), {}),
+    "1x1_m16": ((1, 160, 7, 9), (16, 160, 1, 1), {}),
     "3x3_m48_batch": ((2, 24, 11, 5), (48, 24, 3, 3), dict(pads=[1, 1, 1, 1])),
     "3x3_stride2_m48": ((1, 20, 15, 13), (48, 20, 3, 3), dict(strides=[2, 2], pads=[1, 1, 0, 0])),
-    "1x1_groups_of_16": ((1, 32, 10, 10), (32, 16, 1, 1), dict(group=2)),
+    "1x1_groups_of_16": ((1, 288, 10, 10), (32, 144, 1, 1), dict(group=2)),
 }
 
 
-# panels of 8 channels or fewer (AVX2: 12 positions x 8 channels): shufflenet's 1x1 convs of 4
-# groups of 34 channels, a full panel and 2 channels each; a 3x3 of 40 = 32 + 8
+# panels of 8 channels or fewer (AVX2: 12 positions x 8 channels): 1x1 convs of 4 groups of 34
+# output channels, a full panel and 2 channels each; a 3x3 of 40 = 32 + 8 (K past 128 again)
 QUARTER_PANEL = {
-    "1x1_groups_of_34": ((1, 136, 9, 11), (136, 34, 1, 1), dict(group=4)),
-    "3x3_m40_stride2": ((1, 12, 17, 19), (40, 12, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    "1x1_groups_of_34": ((1, 544, 9, 11), (136, 136, 1, 1), dict(group=4)),
+    "3x3_m40_stride2": ((1, 16, 17, 19), (40, 16, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
 }
 
 
@@ -166,11 +166,49 @@ def test_narrow_panels(case, threads):
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_panels_of_24(threads):
-    """M = 24 (shufflenet's first conv): 4 positions x 24 channels a tile on AVX2."""
-    x_shape, w_shape, attrs = (1, 3, 23, 29), (24, 3, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])
+    """M = 24: 4 positions x 24 channels a tile on AVX2 (K = 144; shufflenet's first conv, of
+    K = 27, runs row tiles)."""
+    x_shape, w_shape, attrs = (1, 16, 23, 29), (24, 16, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])
     with paths_taken() as taken:
         check(conv_model(x_shape, w_shape, **attrs), feeds(x_shape), threads)
     assert_path(taken, "conv.packed.panel_of_24", ("avx2",))
+
+
+# row tiles (AVX2: one K block, at most 3 panels a group, output rows of 8 or more): vectors of
+# output positions along Y's rows. First convs of 3 channels (strided, padded: the source a copy
+# whose rows are the output rows, 15 = 8 + a vector shifted back over it), 1x1s read in place
+# (a plane is one segment across its rows), 4 groups of 34 (a panel of 32 and one of 2), rows
+# of exactly 8, K = 128, a batch of 2
+ROW_TILES = {
+    "first_conv_m24": ((1, 3, 29, 29), (24, 3, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+    "first_conv_m64_no_pads": ((2, 3, 33, 31), (64, 3, 3, 3), dict(strides=[2, 2])),
+    "1x1_m16_k64": ((1, 64, 7, 9), (16, 64, 1, 1), {}),
+    "1x1_groups_of_34": ((1, 136, 9, 11), (136, 34, 1, 1), dict(group=4)),
+    "3x3_rows_of_8": ((2, 8, 10, 8), (40, 8, 3, 3), dict(pads=[1, 1, 1, 1])),
+    "1x1_k128_m96": ((1, 128, 6, 13), (96, 128, 1, 1), {}),
+}
+
+
+@pytest.mark.parametrize("case", list(ROW_TILES))
+@pytest.mark.parametrize("threads", [1, 2])
+def test_row_tiles(case, threads):
+    x_shape, w_shape, attrs = ROW_TILES[case]
+    with paths_taken() as taken:
+        check(conv_model(x_shape, w_shape, **attrs), feeds(x_shape), threads)
+    assert_path(taken, "conv.packed.row_tiles", ("avx2",))
+
+
+@pytest.mark.parametrize("act,params", ACTIVATIONS)
+def test_row_tiles_epilogue(act, params):
+    """Z and every activation (Tanh and Sigmoid after the tiles), over tasks that end inside an
+    output row on 2 threads (segments narrower than a vector: masked)."""
+    x_shape, w_shape, attrs = (1, 3, 21, 23), (24, 3, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1])
+    if act:
+        attrs = dict(attrs, activation=act, **({"activation_params": params} if params else {}))
+    model = conv_model(x_shape, w_shape, op="FusedConv", z=True, **attrs)
+    with paths_taken() as taken:
+        check(model, feeds(x_shape, out_shape(x_shape, w_shape, attrs)), threads=2)
+    assert_path(taken, "conv.packed.row_tiles", ("avx2",))
 
 
 # grouped convs: each group's output channels in panels of their own, its input channels read

@@ -7,7 +7,8 @@
 // output row, each broadcasting its input value at every k. No lane is wasted on a small map (a
 // 7x7 map fills 49 of the 64 lanes of position tiles), and the input is read where it lies, or
 // from conv_source.h's copy when the conv pads or strides, at a per-k offset (on AVX2, a 1x1
-// conv of 4 panels or more a group reads it packed position-major: PositionRows). The rows of
+// conv of 4 panels or more a group reads it packed position-major: PositionRows; and a conv of
+// one K block and at most 3 panels a group runs row tiles instead, GEMM's way round). The rows of
 // a tile start from the bias and go to a scratch block (positions x 32) kept across K blocks;
 // with AVX-512 the last K block transposes them in registers into Y's channel rows, with Z and
 // the activation; with AVX2 the scratch block goes there after the last one.
@@ -401,6 +402,7 @@ struct Job {
   const Epilogue& e;
   uint64_t call = 0;           ///< this call's number (keys a thread's PositionRows)
   bool position_rows = false;  ///< AVX2: tiles read a 1x1 conv's input packed position-major
+  bool row_tiles = false;      ///< AVX2: row tiles (one K block, output rows of 8 or more)
   int64_t panels_per_group() const { return (s.mg + kPanel - 1) / kPanel; }
 };
 
@@ -504,10 +506,122 @@ __attribute__((noinline)) Buffers& thread_buffers() {
   return buffers;
 }
 
+/// Row tiles, for convs of one K block (K <= 128: first convs of 3 channels, 1x1s of up to 128):
+/// the GEMM's way round, vectors of 8 consecutive output positions of one output row and rows of
+/// C <= 4 output channels, each k's weights broadcast and the inputs loaded where they lie (the
+/// source's rows are the output rows, strides and pads having gone into its copy). The sums are
+/// Y's own rows: no scratch block between K blocks, no transpose into Y. `lanes` < 8 only in a
+/// segment narrower than a vector, whose loads and stores are masked.
+template <int C, int V, bool Masked>
+void row_tile(const float* a, const int64_t* koff, const float* w, int64_t kc, const float* bias, float* y,
+              const float* z, int64_t pitch, const Epilogue& e, int act, int lanes) {
+  __m256 acc[C][V];
+  const __m256i mask = avx2::first_lanes(Masked ? lanes : avx2::kLanes);
+#pragma GCC unroll 4
+  for (int c = 0; c < C; ++c)
+#pragma GCC unroll 3
+    for (int v = 0; v < V; ++v) acc[c][v] = _mm256_broadcast_ss(bias + c);
+  for (int64_t k = 0; k < kc; ++k, w += kPanel) {
+    const float* at = a + koff[k];
+    __m256 xv[V];
+#pragma GCC unroll 3
+    for (int v = 0; v < V; ++v) {
+      xv[v] = Masked ? _mm256_maskload_ps(at + 8 * v, mask) : _mm256_loadu_ps(at + 8 * v);
+      __asm__("" : "+x"(xv[v]));
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < C; ++c) {
+      const __m256 wv = _mm256_broadcast_ss(w + c);
+#pragma GCC unroll 3
+      for (int v = 0; v < V; ++v) acc[c][v] = _mm256_fmadd_ps(xv[v], wv, acc[c][v]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < C; ++c)
+#pragma GCC unroll 3
+    for (int v = 0; v < V; ++v) {
+      __m256 out = acc[c][v];
+      float* at = y + c * pitch + 8 * v;
+      if (z) out = _mm256_add_ps(out, Masked ? _mm256_maskload_ps(z + c * pitch + 8 * v, mask)
+                                             : _mm256_loadu_ps(z + c * pitch + 8 * v));
+      if (act == 1) out = _mm256_max_ps(_mm256_setzero_ps(), out);
+      else if (act == 2) out = avx2::activate(out, e);
+      if (Masked) _mm256_maskstore_ps(at, mask, out);
+      else _mm256_storeu_ps(at, out);
+    }
+}
+
+/// Positions [p0, p1) of one output row segment of n positions (a: its first position in the
+/// source, y / z: in Y's / Z's plane of `pitch` floats a channel) over C channels: 24 positions
+/// a tile, then 16 or 8, and the last vector shifted back over the one before (the segment's
+/// positions before it, whose values it repeats), or masked where the segment is narrower than a
+/// vector or Z is Y's own floats (`shift` false: a repeated lane would read Z already added).
+template <int C>
+void row_run(int64_t n, int64_t p0, int64_t p1, const float* a, const int64_t* koff, const float* w, int64_t kc,
+             const float* bias, float* y, const float* z, int64_t pitch, const Epilogue& e, int act, bool shift) {
+  auto zp = [&](int64_t p) { return z ? z + p : nullptr; };
+  if (n < avx2::kLanes) return row_tile<C, 1, true>(a, koff, w, kc, bias, y, z, pitch, e, act, int(n));
+  int64_t p = p0;
+  for (; p + 24 <= p1; p += 24) row_tile<C, 3, false>(a + p, koff, w, kc, bias, y + p, zp(p), pitch, e, act, 8);
+  if (p + 16 <= p1) row_tile<C, 2, false>(a + p, koff, w, kc, bias, y + p, zp(p), pitch, e, act, 8), p += 16;
+  if (p + 8 <= p1) row_tile<C, 1, false>(a + p, koff, w, kc, bias, y + p, zp(p), pitch, e, act, 8), p += 8;
+  if (p < p1 && !shift)
+    row_tile<C, 1, true>(a + p, koff, w, kc, bias, y + p, zp(p), pitch, e, act, int(p1 - p));
+  else if (p < p1)
+    row_tile<C, 1, false>(a + p1 - 8, koff, w, kc, bias, y + p1 - 8, zp(p1 - 8), pitch, e, act, 8);
+}
+
+/// One output row segment of n positions over the panel's `count` channels: blocks of
+/// positions, each over the channels four at a time, so four of Y's rows are written along at a
+/// time (32 rows interleaved were slower) while the block's inputs (kRowInputs floats at most,
+/// 32 KB) stay in L1.
+constexpr int64_t kRowInputs = 8192;
+
+void row_segment(int64_t n, int count, const float* a, const int64_t* koff, const float* w, int64_t kc,
+                 const float* bias, float* y, const float* z, int64_t pitch, const Epilogue& e, int act, bool shift) {
+  const int64_t block = std::max<int64_t>(24, kRowInputs / kc / 24 * 24);
+  for (int64_t p0 = 0; p0 < n; p0 += block) {
+    const int64_t p1 = std::min(n, p0 + block);
+    for (int c = 0; c < count; c += 4) {
+      const float* zc = z ? z + c * pitch : nullptr;
+      float* yc = y + c * pitch;
+      switch (std::min(4, count - c)) {
+        case 4: row_run<4>(n, p0, p1, a, koff, w + c, kc, bias + c, yc, zc, pitch, e, act, shift); break;
+        case 3: row_run<3>(n, p0, p1, a, koff, w + c, kc, bias + c, yc, zc, pitch, e, act, shift); break;
+        case 2: row_run<2>(n, p0, p1, a, koff, w + c, kc, bias + c, yc, zc, pitch, e, act, shift); break;
+        default: row_run<1>(n, p0, p1, a, koff, w + c, kc, bias + c, yc, zc, pitch, e, act, shift);
+      }
+    }
+  }
+}
+
+/// A task of row tiles: the row blocks [b0, b1) merged into segments of output rows.
+void run_row_task(const Job& job, const PanelRef& ref, int64_t b0, int64_t b1) {
+  OPFORGE_KERNEL_PATH("conv.packed.row_tiles");
+  const int64_t p = job.s.w.out_size();
+  const int act = !in_register(job.e.act) || job.e.act == Activation::None ? 0 : job.e.act == Activation::Relu ? 1 : 2;
+  const int64_t span = job.s.n * job.s.m * p;
+  const bool shift = job.z == nullptr || job.z + span <= job.y || job.y + span <= job.z;
+  for (int64_t b = b0; b < b1;) {
+    const RowBlock& first = job.blocks[size_t(b)];
+    int64_t n = first.rows;
+    for (++b; b < b1 && job.blocks[size_t(b)].y == first.y + n && job.blocks[size_t(b)].src == first.src + n; ++b)
+      n += job.blocks[size_t(b)].rows;
+    const int64_t at = ref.first_row + first.y;
+    row_segment(n, ref.count, ref.src + first.src, job.koff.data(), ref.w, job.k, ref.bias, job.y + at,
+                job.z ? job.z + at : nullptr, p, job.e, act, shift);
+  }
+  if (!in_register(job.e.act)) {
+    const int64_t y0 = job.blocks[size_t(b0)].y, y1 = job.blocks[size_t(b1 - 1)].y + job.blocks[size_t(b1 - 1)].rows;
+    activate_rows(job.e, job.y + ref.first_row, p, ref.count, y0, y1);
+  }
+}
+
 /// Panel `panel` of image `image` at row blocks [b0, b1) (consecutive positions of Y): every K
 /// block into the scratch sums, tiles running on across the blocks' rows, then the sums into Y,
 /// then the activations not applied in registers.
 void run_task(const Job& job, int64_t image, int64_t panel, int64_t b0, int64_t b1) {
+  if (job.row_tiles) return run_row_task(job, panel_ref(job, image, panel), b0, b1);
   Buffers& mine = thread_buffers();
   std::vector<float>& scratch = mine.scratch;
   std::vector<int64_t>& pos = mine.pos;
@@ -602,11 +716,16 @@ void packed_conv_compute(KernelContext& ctx) {
   // With AVX2 (Zen 3), tasks go chunk by chunk everywhere: panel by panel was slower on every
   // weight-heavy conv tried, at 1 and 2 threads (a 512->1000 1x1 on 13x13 and 3x3s with 9 MB of
   // weights). Packing a chunk's rows paid off from 4 panels a group (1.0-1.15x faster alone, by
-  // the input's size); with 1 or 2 it cost more than the reads it saved.
+  // the input's size); with 1 or 2 it cost more than the reads it saved. Row tiles take convs of
+  // one K block and at most 3 panels a group (each alone, 1 thread, against position tiles:
+  // shufflenet's grouped 1x1s 0.65-0.92, 16->64 and 64->16 1x1s on 55x55 0.85-0.91, its first
+  // conv 3->24 0.77-0.90; 3->64 and 64->64 even); with more panels they lost to position rows
+  // (64->256 on 56x56 1.26, 128->512 on 28x28 1.23, 48->192 on 13x13 1.10).
   constexpr bool by_panel = false;
   static std::atomic<uint64_t> calls{0};
   job.call = ++calls;
-  job.position_rows = s.w.k_size() == 1 && per_group >= 4;
+  job.row_tiles = job.k <= kBlockK && s.w.out[2] >= avx2::kLanes && per_group <= 3;
+  job.position_rows = s.w.k_size() == 1 && per_group >= 4 && !job.row_tiles;
   const int64_t task_positions =
       std::clamp<int64_t>(kTaskInputBytes / (std::max<int64_t>(1, s.cg) * int64_t(sizeof(float))), 48, kTaskPositions);
 #endif
