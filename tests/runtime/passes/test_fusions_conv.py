@@ -138,6 +138,36 @@ def test_depthwise_conv_add_in_place(tmp_path, side):
     check_fusion(model, tmp_path, ["Relu", "Neg", "FusedConv", "Neg"], "fuse_conv_add")
 
 
+@pytest.mark.parametrize("side", [9, 14])
+def test_packed_fused_conv_with_z_in_place(side):
+    """FusedConv(R, W, B, Z) of 8 -> 32 channels, Z read nowhere else (so Y is planned over it):
+    AVX2 builds pack it and run row tiles, whose last vector of a row of 14 would repeat lanes
+    already stored over Z."""
+    x_shape, w_shape = (2, 8, side + 2, side), (32, 8, 3, 3)
+    w = (rng.standard_normal(w_shape) * 0.2).astype(np.float32)
+    b = rng.standard_normal(32).astype(np.float32)
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Neg", ["x"], ["z0"]),
+             helper.make_node("Tile", ["z0", "reps"], ["z"]),
+             helper.make_node("FusedConv", ["r", "w", "b", "z"], ["s"], domain="com.microsoft", pads=[1] * 4,
+                              activation="Relu"),
+             helper.make_node("Neg", ["s"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [tensor("x", list(x_shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b"),
+                               numpy_helper.from_array(np.array([1, 4, 1, 1], np.int64), "reps")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    feeds = feeds_for(model)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    sess = session(model)
+    with paths_taken() as taken:
+        for _ in range(2):
+            got = sess.run(None, feeds)[0]
+            assert_close(got, want, RTOL, scaled_atol(want, ATOL), f"side {side}")
+    assert_would_catch(got, want, RTOL, scaled_atol(want, ATOL), f"side {side}")
+    assert_path(taken, "conv.packed.row_tiles", ("avx2",))
+
+
 def test_resnet_block_folds_and_fuses(tmp_path):
     bn, inits = batchnorm("c", output="n")
     tail = [bn, helper.make_node("Sum", ["n", "z"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
