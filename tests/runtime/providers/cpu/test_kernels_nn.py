@@ -516,6 +516,25 @@ def test_pools_read_planes_in_place(kernels, op_type, xs, attrs, in_place):
     assert "pool.padded.avx2" in taken, sorted(taken)
 
 
+# MaxPool 3x3 at stride 2 on AVX2 (pool.max3x3_stride2): each output vector takes its window
+# rows' three-wide maxima, the top row's kept from the output row above. Rows of 1 to 56
+# outputs (narrower than a vector, whole vectors, a last vector shifted back), pads, ceil_mode,
+# planes read in place and padded, squeezenet's and resnet50's shapes.
+@pytest.mark.parametrize("xs, attrs", [
+    ((1, 3, 7, 3), {}), ((2, 3, 9, 17), {}), ((1, 4, 11, 16), dict(pads=[1, 1, 1, 1])),
+    ((1, 2, 13, 33), dict(ceil_mode=1)), ((1, 3, 8, 81), dict(pads=[0, 1, 1, 0])),
+    ((1, 2, 111, 111), {}), ((1, 2, 112, 112), dict(pads=[1, 1, 1, 1])), ((1, 5, 55, 55), dict(ceil_mode=1)),
+])
+def test_maxpool_3x3_stride2(kernels, xs, attrs):
+    attrs = dict(attrs, kernel_shape=[3, 3], strides=[2, 2])
+    x = rand(*xs)
+    want, = run_onnxruntime("MaxPool", [x], attrs, 12)
+    with paths_taken() as taken:
+        got, = run_handle(kernels.op("MaxPool", version=12), [x], [want], attrs)
+    np.testing.assert_array_equal(got, want)
+    assert_path(taken, "pool.max3x3_stride2", ("avx2",))
+
+
 @pytest.mark.parametrize("xs, attrs", POOL_CASES)
 @pytest.mark.parametrize("count_include_pad", [0, 1])
 def test_average_pool(kernels, xs, attrs, count_include_pad):
