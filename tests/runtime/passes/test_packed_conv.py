@@ -189,15 +189,6 @@ ROW_TILES = {
 }
 
 
-@pytest.mark.parametrize("case", list(ROW_TILES))
-@pytest.mark.parametrize("threads", [1, 2])
-def test_row_tiles(case, threads):
-    x_shape, w_shape, attrs = ROW_TILES[case]
-    with paths_taken() as taken:
-        check(conv_model(x_shape, w_shape, **attrs), feeds(x_shape), threads)
-    assert_path(taken, "conv.packed.row_tiles", ("avx2",))
-
-
 @pytest.mark.parametrize("act,params", ACTIVATIONS)
 def test_row_tiles_epilogue(act, params):
     """Z and every activation (Tanh and Sigmoid after the tiles), over tasks that end inside an
@@ -268,13 +259,17 @@ POSITION_ROWS = {
 }
 
 
-@pytest.mark.parametrize("case", list(POSITION_ROWS))
+# each AVX2 way of reading the input, with the cases that must take it
+READ_PATHS = {"conv.packed.row_tiles": ROW_TILES, "conv.packed.position_rows": POSITION_ROWS}
+
+
+@pytest.mark.parametrize("path,case", [(path, case) for path, cases in READ_PATHS.items() for case in cases])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_position_rows(case, threads):
-    x_shape, w_shape, attrs = POSITION_ROWS[case]
+def test_avx2_read_paths(path, case, threads):
+    x_shape, w_shape, attrs = READ_PATHS[path][case]
     with paths_taken() as taken:
         check(conv_model(x_shape, w_shape, **attrs), feeds(x_shape), threads)
-    assert_path(taken, "conv.packed.position_rows", ("avx2",))
+    assert_path(taken, path, ("avx2",))
 
 
 def test_position_rows_with_residual_and_activation():
