@@ -69,3 +69,19 @@ def test_lock_step_ab_refuses_a_checkout_without_opforge(tmp_path):
 
     with pytest.raises(SystemExit, match="stopped"):
         bench_ab.Server(str(tmp_path), tmp_path, 1)
+
+
+def test_conv_chain_times_both_runtimes_on_the_same_chain():
+    """bench_conv_chain: the chain's outputs agree between the runtimes (so both time the same
+    work), and a tiny chain is timed per conv on each."""
+    import numpy as np
+
+    from benchmarks import bench_conv_chain
+
+    model = bench_conv_chain.chain_model(8, 9, 11, 3, 3)
+    x = np.random.default_rng(0).standard_normal((1, 8, 9, 11)).astype(np.float32)
+    theirs, ours = (s.run(None, {"x": x})[0] for s in bench_conv_chain.sessions(model, threads=1))
+    np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4 * np.abs(theirs).max())
+    assert np.abs(theirs).max() > 0.1   # the activations stay of order one through the chain
+    ort_ms, ours_ms = bench_conv_chain.per_conv_ms((8, 9, 11, 3), 3, threads=1, rounds=2)
+    assert 0 < ort_ms < 1000 and 0 < ours_ms < 1000
