@@ -212,8 +212,7 @@ void conv_typed(KernelContext& ctx, const Tensor* z, const Epilogue& e) {
   const Tensor x = ctx.input(0);
   GroupArgs<T> a{x.data<T>(), ctx.input(1).data<T>(), ctx.has_input(2) ? ctx.input(2).data<T>() : nullptr,
                  z != nullptr ? z->data<T>() : nullptr, y.data<T>()};
-  const char *xb = static_cast<const char*>(x.raw()), *yb = static_cast<const char*>(y.raw());
-  if (xb < yb + y.nbytes() && yb < xb + x.nbytes()) {  // Y planned over X: compute aside
+  if (overlap(x.raw(), x.nbytes(), y.raw(), y.nbytes())) {  // Y planned over X: compute aside
     std::vector<T> aside(size_t(y.numel()));
     T* target = a.y;
     a.y = aside.data();

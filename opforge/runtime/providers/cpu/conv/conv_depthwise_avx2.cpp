@@ -94,7 +94,8 @@ bool conv_depthwise_f32(KernelContext& ctx, const ConvShape& s, const float* x, 
   const Padded p = padded_for(w);
   const int64_t taps = w.k_size(), out = w.out_size();
   // Z in place (Y's own floats) is read vector by vector: no vector may write lanes another reads.
-  const bool whole = z == nullptr || z + s.n * s.m * out <= y || y + s.n * s.m * out <= z;
+  const int64_t bytes = s.n * s.m * out * int64_t(sizeof(float));
+  const bool whole = z == nullptr || !overlap(z, bytes, y, bytes);
   const std::vector<OutVector> vecs = out_vectors(w, p, whole);
   const PlaneRun run = w.stride[2] == 1 ? plane_run<1>(taps) : plane_run<2>(taps);
   const bool act = in_register(e.act);

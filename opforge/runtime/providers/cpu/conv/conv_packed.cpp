@@ -317,10 +317,10 @@ void run_tiles(int vectors, int64_t positions, const float* a, const int64_t* po
 
 /// Output channels [0, count) of a panel's sums T (positions rows of 32 floats) into Y's channel
 /// rows (`pitch` floats apart, the positions consecutive from y), 8 x 8 blocks transposed in
-/// registers, with Z (laid out as Y, possibly Y itself) and the register activation: Act 0
-/// none, 1 Relu, 2 any other of avx2::activate. Whole blocks go a way of their own, unrolled with
-/// Z and the activation known: with them read at run time, GCC kept the transposed block on the
-/// stack and tested the activation at every row (store_panel took 18% of a 64->256 1x1 conv).
+/// registers, with Z (laid out as Y, possibly Y itself) and the register activation (Act:
+/// register_act's kind). Whole blocks go a way of their own, unrolled with Z and the activation
+/// known: with them read at run time, GCC kept the transposed block on the stack and tested the
+/// activation at every row (store_panel took 18% of a 64->256 1x1 conv).
 template <bool HasZ, int Act>
 void store_panel_as(const float* t, int64_t positions, int count, float* y, const float* z, int64_t pitch,
                     const Epilogue& e) {
@@ -361,11 +361,10 @@ void store_panel_as(const float* t, int64_t positions, int count, float* y, cons
   }
 }
 
-/// store_panel_as for this Z and activation (act: the epilogue's activation goes in registers).
+/// store_panel_as for this Z and the epilogue's register activation.
 void store_panel(const float* t, int64_t positions, int count, float* y, const float* z, int64_t pitch,
-                 const Epilogue& e, bool act) {
-  const int kind = !act ? 0 : e.act == Activation::Relu ? 1 : 2;
-  switch (kind + (z ? 3 : 0)) {
+                 const Epilogue& e) {
+  switch (register_act(e.act) + (z ? 3 : 0)) {
     case 0: return store_panel_as<false, 0>(t, positions, count, y, z, pitch, e);
     case 1: return store_panel_as<false, 1>(t, positions, count, y, z, pitch, e);
     case 2: return store_panel_as<false, 2>(t, positions, count, y, z, pitch, e);
@@ -573,8 +572,8 @@ void row_run(int64_t n, int64_t p0, int64_t p1, const float* a, const int64_t* k
 
 /// One output row segment of n positions over the panel's `count` channels: blocks of
 /// positions, each over the channels four at a time, so four of Y's rows are written along at a
-/// time (32 rows interleaved were slower) while the block's inputs (kRowInputs floats at most,
-/// 32 KB) stay in L1.
+/// time (32 rows interleaved were slower), the block's inputs (kRowInputs floats at most, 32 KB)
+/// read again for each four (blocks of a quarter of that measured the same).
 constexpr int64_t kRowInputs = 8192;
 
 void row_segment(int64_t n, int count, const float* a, const int64_t* koff, const float* w, int64_t kc,
@@ -599,9 +598,9 @@ void row_segment(int64_t n, int count, const float* a, const int64_t* koff, cons
 void run_row_task(const Job& job, const PanelRef& ref, int64_t b0, int64_t b1) {
   OPFORGE_KERNEL_PATH("conv.packed.row_tiles");
   const int64_t p = job.s.w.out_size();
-  const int act = !in_register(job.e.act) || job.e.act == Activation::None ? 0 : job.e.act == Activation::Relu ? 1 : 2;
-  const int64_t span = job.s.n * job.s.m * p;
-  const bool shift = job.z == nullptr || job.z + span <= job.y || job.y + span <= job.z;
+  const int act = register_act(job.e.act);
+  const int64_t bytes = job.s.n * job.s.m * p * int64_t(sizeof(float));
+  const bool shift = job.z == nullptr || !overlap(job.z, bytes, job.y, bytes);
   for (int64_t b = b0; b < b1;) {
     const RowBlock& first = job.blocks[size_t(b)];
     int64_t n = first.rows;
@@ -662,8 +661,7 @@ void run_task(const Job& job, int64_t image, int64_t panel, int64_t b0, int64_t 
     else
       run_tiles<Reads::Offsets>(vectors, positions, ref.src, pos.data(), koff + k0, w, kc, t, bias, next);
   }
-  store_panel(scratch.data(), positions, count, job.y + y0, job.z ? job.z + y0 : nullptr, p, job.e,
-              act && job.e.act != Activation::None);
+  store_panel(scratch.data(), positions, count, job.y + y0, job.z ? job.z + y0 : nullptr, p, job.e);
   if (!act) activate_rows(job.e, job.y + first_row, p, count, y0 - first_row, y0 - first_row + positions);
 }
 
@@ -675,9 +673,8 @@ void packed_conv_compute(KernelContext& ctx) {
   const ConvShape s = packed_shape(ctx);
   const Tensor x = ctx.input(0), y = ctx.output(0);
   if (y.numel() == 0) return;
-  const char *xb = static_cast<const char*>(x.raw()), *yb = static_cast<const char*>(y.raw());
   std::vector<float> aside;  // Y planned over X, which the tiles read to the end: computed aside
-  if (xb < yb + y.nbytes() && yb < xb + x.nbytes()) aside.resize(size_t(y.numel()));
+  if (overlap(x.raw(), x.nbytes(), y.raw(), y.nbytes())) aside.resize(size_t(y.numel()));
   const Source src = source_for(s.w);
   const int64_t per_group = (s.mg + kPanel - 1) / kPanel, panels = s.group * per_group;
   Job job{s, x.data<float>(), ctx.input(1).data<float>(), ctx.has_input(3) ? ctx.input(3).data<float>() : nullptr,
@@ -725,7 +722,7 @@ void packed_conv_compute(KernelContext& ctx) {
   static std::atomic<uint64_t> calls{0};
   job.call = ++calls;
   job.row_tiles = job.k <= kBlockK && s.w.out[2] >= avx2::kLanes && per_group <= 3;
-  job.position_rows = s.w.k_size() == 1 && per_group >= 4 && !job.row_tiles;
+  job.position_rows = s.w.k_size() == 1 && per_group >= 4;
   const int64_t task_positions =
       std::clamp<int64_t>(kTaskInputBytes / (std::max<int64_t>(1, s.cg) * int64_t(sizeof(float))), 48, kTaskPositions);
 #endif

@@ -101,6 +101,18 @@ inline bool in_register(Activation a) {
          a == Activation::Clip || a == Activation::HardSigmoid;
 }
 
+/// How the AVX2 epilogues apply an activation in registers: 0 not at all (none, or one applied
+/// after the store), 1 Relu, 2 another of in_register's (avx2::activate).
+inline int register_act(Activation a) {
+  return !in_register(a) || a == Activation::None ? 0 : a == Activation::Relu ? 1 : 2;
+}
+
+/// Whether [a, a + an) and [b, b + bn) share a byte: Y planned over X, or Z over Y.
+inline bool overlap(const void* a, int64_t an, const void* b, int64_t bn) {
+  const char *p = static_cast<const char*>(a), *q = static_cast<const char*>(b);
+  return p < q + bn && q < p + an;
+}
+
 /// The epilogue of FusedConv's (onnxruntime's) activation name and activation_params; throws
 /// for an unknown name or too few parameters.
 Epilogue epilogue_of(const std::string& name, const std::vector<float>& params);

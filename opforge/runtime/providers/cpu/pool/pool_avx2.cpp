@@ -125,8 +125,6 @@ void run_plane_max3s2(const Padded& p, const std::vector<OutVector>& vecs, const
   }
 }
 
-
-
 template <int Step, bool Max>
 PlaneRun plane_run(int64_t taps) {
   return taps == 4 ? run_plane<Step, 4, Max> : taps == 9 ? run_plane<Step, 9, Max> : run_plane<Step, 0, Max>;
