@@ -70,20 +70,26 @@ def test_gemm_vector_and_empty_shapes(kernels, m, n, k):
         check(kernels, "Gemm", [a, b, None], dict(transA=ta, transB=tb), opset=13, scale_atol=True, **F32)
 
 
-@pytest.mark.parametrize("k", [1, 7, 64, 129])
+@pytest.mark.parametrize("k", [1, 7, 64, 129, 130])
 def test_one_row_products(kernels, k):
-    """float32 one-row and one-column products (gemv_f32.h): every count of 16-float vectors
-    from 1 to 16 with and without a partial last one, more than 256 columns, B transposed or
-    not, alpha and beta with C."""
-    for n in [1, 3, 16, 17, 40, 100, 128, 130, 255, 256, 300, 600]:
-        check(kernels, "MatMul", [rand(1, k), rand(k, n)], opset=13, scale_atol=True, **F32)
-        check(kernels, "MatMul", [rand(n, k), rand(k, 1)], opset=13, scale_atol=True, **F32)
-        for tb in (0, 1):
-            b = rand(*((n, k) if tb else (k, n)))
-            check(kernels, "Gemm", [rand(1, k), b, rand(n)], dict(transB=tb, alpha=0.5, beta=2.0), opset=13,
-                  scale_atol=True, **F32)
-            check(kernels, "Gemm", [rand(n, k), rand(*((1, k) if tb else (k, 1))), rand(1)],
-                  dict(transB=tb, alpha=1.5, beta=0.5), opset=13, scale_atol=True, **F32)
+    """float32 one-row and one-column products (gemv_f32.h): every count of vectors in a block
+    (1 to 16 of 16 floats on AVX-512; on AVX2 1 to 8 of 8, and from 64 columns rows of B taken
+    4, 3, 2 or 1 at a time) with and without a partial last one, more than one block of
+    columns, rows of B^T not a multiple of 8, B transposed or not, alpha and beta with C; and
+    that they ran on gemv_f32.h's loops."""
+    widths = [1, 3, 16, 17, 40, 100, 128, 130, 255, 256, 300, 600]
+    widths += [w for v in range(1, 13) for w in (8 * v - 3, 8 * v)]
+    with paths_taken() as taken:
+        for n in sorted(set(widths)):
+            check(kernels, "MatMul", [rand(1, k), rand(k, n)], opset=13, scale_atol=True, **F32)
+            check(kernels, "MatMul", [rand(n, k), rand(k, 1)], opset=13, scale_atol=True, **F32)
+            for tb in (0, 1):
+                b = rand(*((n, k) if tb else (k, n)))
+                check(kernels, "Gemm", [rand(1, k), b, rand(n)], dict(transB=tb, alpha=0.5, beta=2.0), opset=13,
+                      scale_atol=True, **F32)
+                check(kernels, "Gemm", [rand(n, k), rand(*((1, k) if tb else (k, 1))), rand(1)],
+                      dict(transB=tb, alpha=1.5, beta=0.5), opset=13, scale_atol=True, **F32)
+    assert_path(taken, "gemv.f32", ("avx512", "avx2"))
 
 
 def test_gemm_empty_inner_dim(kernels):

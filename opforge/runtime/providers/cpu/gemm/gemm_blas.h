@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "common/common.h"
+#include "common/kernel_paths.h"
 #include "gemm/gemv_f32.h"
 
 namespace opforge_nn {
@@ -45,8 +46,8 @@ inline void gemv(bool trans, int64_t rows, int64_t cols, double alpha, const dou
 }
 
 /// A float32 one-row product (or a one-column one whose operands are contiguous) of a matrix
-/// that fits in L2 on the register loops of gemv_f32.h; false for anything else, which goes to
-/// OpenBLAS (a matrix streamed from memory is bound by it either way).
+/// that fits in L2 on the register loops of gemv_f32.h (AVX-512 or AVX2); false for anything
+/// else, which goes to OpenBLAS (a matrix streamed from memory is bound by it either way).
 inline bool gemv_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                      const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   constexpr int64_t kMaxFloats = 256 * 1024;  // 1 MB
@@ -61,6 +62,7 @@ inline bool gemv_f32(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float al
   } else {
     return false;
   }
+  OPFORGE_KERNEL_PATH("gemv.f32");
   return true;
 }
 
