@@ -13,11 +13,29 @@
 
 namespace opforge_nn {
 
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+namespace gemv_detail {
+
+/// The first (up to 256) floats of R rows ldb apart from `next` fetched into L1 (none for null):
+/// the rows a dot_rows call after this one reads.
+template <int R>
+inline void fetch_rows(const float* next, int64_t ldb, int64_t k) {
+  if (next != nullptr)
+    for (int r = 0; r < R; ++r)
+      for (int64_t kk = 0; kk < k && kk < 256; kk += 16)
+        _mm_prefetch(reinterpret_cast<const char*>(next + r * ldb + kk), _MM_HINT_T0);
+}
+
+}  // namespace gemv_detail
+#endif
+
 #if defined(__AVX512F__)
 
 constexpr bool kHasGemvF32 = true;
 
 namespace gemv_detail {
+
+constexpr int kLanes = 16;  ///< floats a vector
 
 /// Lanes [0, lanes) of y (V vectors, the last possibly partial) from accumulators: alpha * acc
 /// + beta * y, with y not read when beta is 0 (fresh memory may hold NaNs).
@@ -72,10 +90,7 @@ inline void row_block(int64_t k, const float* x, const float* b, int64_t ldb, in
 template <int R>
 inline void dot_rows(int64_t k, const float* x, const float* b, int64_t ldb, float alpha, float beta, float* y,
                      const float* next = nullptr) {
-  if (next != nullptr)
-    for (int r = 0; r < R; ++r)
-      for (int64_t kk = 0; kk < k && kk < 256; kk += 16)
-        _mm_prefetch(reinterpret_cast<const char*>(next + r * ldb + kk), _MM_HINT_T0);
+  fetch_rows<R>(next, ldb, k);
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   int64_t kk = 0;
@@ -96,43 +111,13 @@ inline void dot_rows(int64_t k, const float* x, const float* b, int64_t ldb, flo
 
 }  // namespace gemv_detail
 
-/// y (n floats) = alpha * x (k floats) @ B + beta * y, B row-major k x n with rows ldb apart;
-/// y is not read when beta is 0.
-inline void row_times_matrix(int64_t k, int64_t n, float alpha, const float* x, const float* b, int64_t ldb,
-                             float beta, float* y) {
-  using namespace gemv_detail;
-  int64_t j = 0;
-  for (; n - j >= 256; j += 256) row_block<16>(k, x, b + j, ldb, 256, alpha, beta, y + j);
-  if (j == n) return;
-  const int lanes = int(n - j);
-  switch ((lanes + 15) / 16) {
-#define OPFORGE_GEMV_BLOCK(V) \
-  case V:                     \
-    return row_block<V>(k, x, b + j, ldb, lanes, alpha, beta, y + j);
-    OPFORGE_GEMV_BLOCK(1) OPFORGE_GEMV_BLOCK(2) OPFORGE_GEMV_BLOCK(3) OPFORGE_GEMV_BLOCK(4)
-    OPFORGE_GEMV_BLOCK(5) OPFORGE_GEMV_BLOCK(6) OPFORGE_GEMV_BLOCK(7) OPFORGE_GEMV_BLOCK(8)
-    OPFORGE_GEMV_BLOCK(9) OPFORGE_GEMV_BLOCK(10) OPFORGE_GEMV_BLOCK(11) OPFORGE_GEMV_BLOCK(12)
-    OPFORGE_GEMV_BLOCK(13) OPFORGE_GEMV_BLOCK(14) OPFORGE_GEMV_BLOCK(15) OPFORGE_GEMV_BLOCK(16)
-#undef OPFORGE_GEMV_BLOCK
-  }
-}
-
-/// y (n floats) = alpha * x (k floats) @ B^T + beta * y, B row-major n x k with rows ldb apart;
-/// y is not read when beta is 0.
-inline void row_times_matrix_t(int64_t k, int64_t n, float alpha, const float* x, const float* b, int64_t ldb,
-                               float beta, float* y) {
-  using namespace gemv_detail;
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    dot_rows<8>(k, x, b + j * ldb, ldb, alpha, beta, y + j, j + 16 <= n ? b + (j + 8) * ldb : nullptr);
-  for (; j < n; ++j) dot_rows<1>(k, x, b + j * ldb, ldb, alpha, beta, y + j);
-}
-
 #elif defined(__AVX2__) && defined(__FMA__)
 
 constexpr bool kHasGemvF32 = true;
 
 namespace gemv_detail {
+
+constexpr int kLanes = 8;  ///< floats a vector
 
 /// Lanes [0, n) set, as maskload / maskstore want them.
 inline __m256i first_lanes(int n) {
@@ -184,10 +169,7 @@ inline __m256 lane_sums(const __m256* acc) {
 template <int R>
 inline void dot_rows(int64_t k, const float* x, const float* b, int64_t ldb, float alpha, float beta, float* y,
                      const float* next = nullptr) {
-  if (next != nullptr)
-    for (int r = 0; r < R; ++r)
-      for (int64_t kk = 0; kk < k && kk < 256; kk += 16)
-        _mm_prefetch(reinterpret_cast<const char*>(next + r * ldb + kk), _MM_HINT_T0);
+  fetch_rows<R>(next, ldb, k);
   __m256 acc[8];
   for (int r = 0; r < 8; ++r) acc[r] = _mm256_setzero_ps();
   int64_t kk = 0;
@@ -224,6 +206,47 @@ inline void add_rows(int64_t n, const __m256* xv, const float* const* rows, floa
 
 }  // namespace gemv_detail
 
+#else
+
+constexpr bool kHasGemvF32 = false;
+
+inline void row_times_matrix(int64_t, int64_t, float, const float*, const float*, int64_t, float, float*) {}
+inline void row_times_matrix_t(int64_t, int64_t, float, const float*, const float*, int64_t, float, float*) {}
+
+#endif  // __AVX512F__, AVX2 + FMA
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+
+namespace gemv_detail {
+
+/// Columns [0, lanes) of x @ B with row_block of the fewest vectors that hold them (at most V).
+template <int V>
+inline void row_blocks_of(int64_t k, const float* x, const float* b, int64_t ldb, int lanes, float alpha, float beta,
+                          float* y) {
+  if constexpr (V > 1)
+    if (lanes <= kLanes * (V - 1)) return row_blocks_of<V - 1>(k, x, b, ldb, lanes, alpha, beta, y);
+  row_block<V>(k, x, b, ldb, lanes, alpha, beta, y);
+}
+
+}  // namespace gemv_detail
+
+#endif
+
+#if defined(__AVX512F__)
+
+/// y (n floats) = alpha * x (k floats) @ B + beta * y, B row-major k x n with rows ldb apart;
+/// y is not read when beta is 0.
+inline void row_times_matrix(int64_t k, int64_t n, float alpha, const float* x, const float* b, int64_t ldb,
+                             float beta, float* y) {
+  using namespace gemv_detail;
+  int64_t j = 0;
+  for (; n - j >= 256; j += 256) row_block<16>(k, x, b + j, ldb, 256, alpha, beta, y + j);
+  if (j == n) return;
+  row_blocks_of<16>(k, x, b + j, ldb, int(n - j), alpha, beta, y + j);
+}
+
+#elif defined(__AVX2__) && defined(__FMA__)
+
 /// y (n floats) = alpha * x (k floats) @ B + beta * y, B row-major k x n with rows ldb apart;
 /// y is not read when beta is 0. From 64 columns, four rows of B at a time over every column,
 /// y in L1 (k = 128: 0.89x OpenBLAS's sgemv at n = 256 and 1024, where blocks of 96 columns
@@ -249,16 +272,12 @@ inline void row_times_matrix(int64_t k, int64_t n, float alpha, const float* x, 
     }
     return;
   }
-  const int lanes = int(n);
-  switch ((lanes + 7) / 8) {
-#define OPFORGE_GEMV_BLOCK(V) \
-  case V:                     \
-    return row_block<V>(k, x, b, ldb, lanes, alpha, beta, y);
-    OPFORGE_GEMV_BLOCK(1) OPFORGE_GEMV_BLOCK(2) OPFORGE_GEMV_BLOCK(3) OPFORGE_GEMV_BLOCK(4)
-    OPFORGE_GEMV_BLOCK(5) OPFORGE_GEMV_BLOCK(6) OPFORGE_GEMV_BLOCK(7) OPFORGE_GEMV_BLOCK(8)
-#undef OPFORGE_GEMV_BLOCK
-  }
+  row_blocks_of<8>(k, x, b, ldb, int(n), alpha, beta, y);
 }
+
+#endif
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 
 /// y (n floats) = alpha * x (k floats) @ B^T + beta * y, B row-major n x k with rows ldb apart;
 /// y is not read when beta is 0.
@@ -271,13 +290,6 @@ inline void row_times_matrix_t(int64_t k, int64_t n, float alpha, const float* x
   for (; j < n; ++j) dot_rows<1>(k, x, b + j * ldb, ldb, alpha, beta, y + j);
 }
 
-#else
-
-constexpr bool kHasGemvF32 = false;
-
-inline void row_times_matrix(int64_t, int64_t, float, const float*, const float*, int64_t, float, float*) {}
-inline void row_times_matrix_t(int64_t, int64_t, float, const float*, const float*, int64_t, float, float*) {}
-
-#endif  // __AVX512F__, AVX2 + FMA
+#endif
 
 }  // namespace opforge_nn
