@@ -53,9 +53,7 @@ def sessions(model: onnx.ModelProto, threads: int):
     """onnxruntime's and opforge's sessions of one model, at `threads` intra-op threads."""
     data = model.SerializeToString()
     so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    if threads > 1:
-        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    so.intra_op_num_threads = threads  # its defaults otherwise (spinning workers), as bench_models
     oo = opforge.SessionOptions()
     oo.intra_op_num_threads = threads
     return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"]), opforge.InferenceSession(data, oo)

@@ -1,6 +1,7 @@
-// padded_plane_avx2.h: what the AVX2 window kernels (depthwise conv, pools) share: lane masks,
-// the padded copy of a plane that lets every tap load without a bounds check, the output
-// vectors over it (or over the plane read in place), and one tap's 8 inputs at stride 1 or 2.
+// padded_plane_avx2.h: what the AVX2 window kernels (depthwise conv, pools) share besides the
+// lane masks of lanes_avx2.h: the padded copy of a plane that lets every tap load without a
+// bounds check, the output vectors over it (or over the plane read in place), and one tap's 8
+// inputs at stride 1 or 2.
 #pragma once
 
 #if defined(__AVX2__)
@@ -11,17 +12,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/lanes_avx2.h"
 #include "conv/conv.h"
 
 namespace opforge_nn::avx2 {
-
-constexpr int kLanes = 8;  ///< floats per vector
-
-/// Lanes [0, n) set (none for n <= 0, all from 8 on), as maskload / maskstore take them.
-__attribute__((always_inline)) inline __m256i first_lanes(int64_t n) {
-  const int c = n <= 0 ? 0 : n >= kLanes ? kLanes : int(n);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
 
 /// The padded copy of one input plane: large enough for every window (ceil_mode's last ones
 /// included), `slack` floats after it for the last vectors' loads (lanes past the row are never

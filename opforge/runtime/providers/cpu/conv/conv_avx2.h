@@ -1,5 +1,5 @@
 // conv_avx2.h: what the AVX2 + FMA convolution paths share: the register activations and an 8x8
-// transpose (lane masks come from common/padded_plane_avx2.h).
+// transpose (lane masks come from common/lanes_avx2.h).
 #pragma once
 
 #if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "common/padded_plane_avx2.h"
+#include "common/lanes_avx2.h"
 #include "conv/conv_run.h"
 
 namespace opforge_conv::avx2 {

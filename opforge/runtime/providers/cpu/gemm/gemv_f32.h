@@ -10,6 +10,9 @@
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+#include "common/lanes_avx2.h"
+#endif
 
 namespace opforge_nn {
 
@@ -117,12 +120,8 @@ constexpr bool kHasGemvF32 = true;
 
 namespace gemv_detail {
 
-constexpr int kLanes = 8;  ///< floats a vector
-
-/// Lanes [0, n) set, as maskload / maskstore want them.
-inline __m256i first_lanes(int n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
+using avx2::first_lanes;
+using avx2::kLanes;
 
 /// alpha * r + beta * y into lanes [0, lanes) of y (all 8 when lanes >= 8); y is not read when
 /// beta is 0 (fresh memory may hold NaNs).
