@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from tests.support.exact_check import check, onnxruntime_outputs
+from tests.support.kernel_variants import assert_path, paths_taken
 
 MS = "com.microsoft"
 RNG = np.random.default_rng(0)
@@ -111,12 +112,17 @@ GEMM_SHAPES = [((7, 13), (13, 37)), ((2, 3, 5, 64), (64, 33)), ((3, 1, 9, 8), (4
 
 @pytest.mark.parametrize("a_type, b_type", [(np.uint8, np.uint8), (np.uint8, np.int8), (np.int8, np.int8)])
 def test_matmul_integer(kernels, a_type, b_type):
-    for sa, sb in GEMM_SHAPES:
-        a, b = qrand(a_type, sa), qrand(b_type, sb)
-        za, zb = zp(a_type), zp(b_type)
-        got = check(kernels, "MatMulInteger", [a, b, za, zb], opset=10)[0]
-        exact = np.matmul(a.astype(np.int64) - za, b.astype(np.int64) - zb)
-        assert np.array_equal(got, exact), "MatMulInteger differs from exact integer arithmetic"
+    """Exact against int64 arithmetic, on the hand-written tiles (AVX-512 VNNI, or AVX2's 16-bit
+    pairs): K of 13, 8, 70 and 300 (groups of 4 with a tail), rows not a multiple of the tile's 6,
+    columns from 1 to 70 (panels of 32 with a partial last one)."""
+    with paths_taken() as taken:
+        for sa, sb in GEMM_SHAPES:
+            a, b = qrand(a_type, sa), qrand(b_type, sb)
+            za, zb = zp(a_type), zp(b_type)
+            got = check(kernels, "MatMulInteger", [a, b, za, zb], opset=10)[0]
+            exact = np.matmul(a.astype(np.int64) - za, b.astype(np.int64) - zb)
+            assert np.array_equal(got, exact), "MatMulInteger differs from exact integer arithmetic"
+    assert_path(taken, "qgemm.tiles", ("avx512", "avx2"))
     a, b = qrand(a_type, (9, 20)), qrand(b_type, (20, 35))
     check(kernels, "MatMulInteger", [a, b, None, None], opset=10)
     check(kernels, "MatMulInteger", [a, b, zp(a_type), zp(b_type, 35)], opset=10)
@@ -193,6 +199,12 @@ def test_conv_integer(kernels, x_type, w_type):
 
 @pytest.mark.parametrize("x_type, w_type", [(np.uint8, np.uint8), (np.uint8, np.int8), (np.int8, np.int8)])
 def test_qlinear_conv(kernels, x_type, w_type):
+    with paths_taken() as taken:
+        qlinear_conv_cases(kernels, x_type, w_type)
+    assert_path(taken, "qgemm.tiles", ("avx512", "avx2"))
+
+
+def qlinear_conv_cases(kernels, x_type, w_type):
     for xs, ws, attrs in CONV_CASES:
         x, w = qrand(x_type, xs), qrand(w_type, ws)
         m = ws[0]

@@ -25,6 +25,7 @@ void pack_b(const KernelContext& ctx, Q8Matrix b, int64_t k, int64_t n, PackedB&
 void qgemm_blocks(const KernelContext& ctx, int64_t m, Q8Matrix a, const std::vector<int32_t>& za, const PackedB& b,
                   const std::vector<int32_t>& zb, const QBlockSink& sink) {
   if (m == 0 || b.n == 0) return;
+  count_tiles_path();
   static thread_local PackedA kept;  // so its buffer is not mapped afresh per call
   PackedA& pa = kept;                 // the workers below must read this thread's, by reference
   pack_a(ctx, a, m, b.k, pa);
@@ -48,6 +49,7 @@ void qgemm_streamed(const KernelContext& ctx, int64_t m, Q8Matrix a, const std::
                     int64_t n, bool b_signed, const QPanelSource& source, const std::vector<int32_t>& zb,
                     const QBlockSink& sink) {
   if (m == 0 || n == 0) return;
+  count_tiles_path();
   static thread_local PackedA kept;
   PackedA& pa = kept;
   pack_a(ctx, a, m, k, pa);

@@ -111,6 +111,7 @@ void qgemm_streamed_requantized(const KernelContext& ctx, int64_t m, Q8Matrix a,
                                 int64_t k, int64_t n, bool b_signed, const QPanelSource& source,
                                 const std::vector<int32_t>& zb, const QRequant& rq, const Q8Output& out) {
   if (m == 0 || n == 0) return;
+  count_tiles_path();
   static thread_local PackedA kept;
   PackedA& pa = kept;
   pack_a(ctx, a, m, k, pa);

@@ -3,19 +3,28 @@
 // vpdpbusd multiplies four u8 x s8 pairs per lane; the zero points and shifts are taken out
 // afterwards with A's row sums and B's column sums:
 //   sum (A' - ra)(B' - rb) = sum A'B' - rb sum A' - ra sum B' + K ra rb.
-// Without VNNI (another CPU, another compiler) a portable loop reads the same packed layout.
+// With AVX2 (no VNNI) the same layout is read exactly: each group's bytes widened to 16 bits and
+// multiplied in pairs by vpmaddwd (vpmaddubsw's 16-bit sums would saturate on full-range u8 x s8,
+// as onnxruntime's do on such CPUs). Elsewhere a portable loop reads it.
 #pragma once
 
 #include <algorithm>
 #include <cstring>
 
+#include "common/kernel_paths.h"
 #include "quantization/quant_gemm.h"
 
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include <immintrin.h>
 #define OPFORGE_QGEMM_VNNI 1
+#define OPFORGE_QGEMM_AVX2 0
+#elif defined(__AVX2__)
+#include <immintrin.h>
+#define OPFORGE_QGEMM_VNNI 0
+#define OPFORGE_QGEMM_AVX2 1
 #else
 #define OPFORGE_QGEMM_VNNI 0
+#define OPFORGE_QGEMM_AVX2 0
 #endif
 
 namespace opforge_quant::tiles {
@@ -23,25 +32,31 @@ namespace opforge_quant::tiles {
 constexpr int64_t kRows = 6;                   // rows of A per tile: 12 accumulators of 16 lanes
 constexpr int64_t kPanel = PackedB::kPanel;    // columns per tile
 
-/// A as uint8 rows of K padded to groups of 4 (int8 A shifted by +128), in whole tiles of
-/// kRows rows (zero rows pad the last), with each row's sum.
+#if OPFORGE_QGEMM_AVX2
+using AValue = uint16_t;  ///< A's values widened once, so a tile broadcasts a group's four with one load
+#else
+using AValue = uint8_t;
+#endif
+
+/// A as rows of K uint8 values (int8 A shifted by +128; 16 bits each with AVX2) padded to
+/// groups of 4, in whole tiles of kRows rows (zero rows pad the last), with each row's sum.
 struct PackedA {
   int64_t k4 = 0;
-  std::vector<uint8_t> data;
+  std::vector<AValue> data;
   std::vector<int32_t> row_sums;
-  const uint8_t* row(int64_t r) const { return data.data() + r * k4 * 4; }
+  const AValue* row(int64_t r) const { return data.data() + r * k4 * 4; }
 };
 
 /// One row of PackedA: k bytes of src xor `flip`, zeros up to `width`; returns their sum. (Its own
 /// function taking values: inside a lambda capturing by reference, the byte stores may alias k
 /// and the loop ran unvectorised, at twice the time of a 1000 x 512 conv.)
-inline uint32_t pack_a_row(const uint8_t* src, int64_t k, int64_t width, uint8_t flip, uint8_t* dst) {
+inline uint32_t pack_a_row(const uint8_t* src, int64_t k, int64_t width, uint8_t flip, AValue* dst) {
   uint32_t sum = 0;
   for (int64_t i = 0; i < k; ++i) {
-    dst[i] = uint8_t(src[i] ^ flip);
+    dst[i] = AValue(uint8_t(src[i] ^ flip));
     sum += dst[i];
   }
-  std::fill(dst + k, dst + width, uint8_t(0));
+  std::fill(dst + k, dst + width, AValue(0));
   return sum;
 }
 
@@ -59,7 +74,7 @@ inline void pack_a(const KernelContext& ctx, Q8Matrix a, int64_t m, int64_t k, P
       p.row_sums[size_t(r)] = int32_t(pack_a_row(static_cast<const uint8_t*>(a.data) + r * a.ld, k, width, flip,
                                                  p.data.data() + r * width));
   });
-  std::fill(p.data.begin() + m * width, p.data.end(), uint8_t(0));  // the last tile's padding rows
+  std::fill(p.data.begin() + m * width, p.data.end(), AValue(0));  // the last tile's padding rows
 }
 
 #if OPFORGE_QGEMM_VNNI
@@ -93,18 +108,75 @@ inline void tile_rows(const uint8_t* a, int64_t k4, const int8_t* b, Row&& row) 
 }
 
 /// tile[r][c] = sum over k of A'[r][k] * B'[k][c] for one kRows x kPanel tile.
-inline void tile_dot(const uint8_t* a, int64_t k4, const int8_t* b, int32_t* tile) {
+inline void tile_dot(const AValue* a, int64_t k4, const int8_t* b, int32_t* tile) {
   tile_rows(a, k4, b, [&](int64_t r, __m512i low, __m512i high) {
     _mm512_storeu_si512(tile + r * kPanel, low);
     _mm512_storeu_si512(tile + r * kPanel + 16, high);
   });
 }
+#elif OPFORGE_QGEMM_AVX2
+/// acc0 / acc1 + the pairwise products of the group of a row of A at `a` (four 16-bit values,
+/// broadcast to every 64 bits) with b0 / b1. As asm because GCC hoisted the six rows'
+/// broadcasts above the products, ran out of the 16 ymm registers and kept 9 of the 12
+/// accumulators on the stack.
+__attribute__((always_inline)) inline void row_products(const AValue* a, __m256i b0, __m256i b1, __m256i& acc0,
+                                                        __m256i& acc1) {
+  __m256i av, t;
+  asm("vpbroadcastq %[a], %[av]\n\t"
+      "vpmaddwd %[b0], %[av], %[t]\n\t"
+      "vpaddd %[t], %[acc0], %[acc0]\n\t"
+      "vpmaddwd %[b1], %[av], %[av]\n\t"
+      "vpaddd %[av], %[acc1], %[acc1]"
+      : [acc0] "+x"(acc0), [acc1] "+x"(acc1), [av] "=&x"(av), [t] "=&x"(t)
+      : [a] "m"(*reinterpret_cast<const int64_t*>(a)), [b0] "x"(b0), [b1] "x"(b1));
+}
+
+/// Four columns' group of B (16 bytes: each column's four k) as 16-bit values.
+__attribute__((always_inline)) inline __m256i b_words(const int8_t* b) {
+  return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+}
+
+/// The sums of two 4-column groups' lanes (k0 k1, k2 k3 of each column) in column order: hadd
+/// gives (c0 c1 c4 c5 | c2 c3 c6 c7), 64-bit pairs 0 2 1 3 put them in order.
+__attribute__((always_inline)) inline void store_columns(int32_t* at, __m256i low, __m256i high) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), _mm256_permute4x64_epi64(_mm256_hadd_epi32(low, high), 0xD8));
+}
+
+/// tile[r][c] = sum over k of A'[r][k] * B'[k][c] for one kRows x kPanel tile, 8 columns at a
+/// time over the 6 rows (12 accumulators, named: held in an array, GCC kept them on the stack).
+/// vpmaddwd of a column's four 16-bit values with the row's gives two sums a lane, (k0, k1) and
+/// (k2, k3).
+inline void tile_dot(const AValue* a, int64_t k4, const int8_t* b, int32_t* tile) {
+  static_assert(kRows == 6, "tile_dot's AVX2 loop is written for 6 rows");
+  const int64_t ld = k4 * 4;
+  for (int64_t c = 0; c < kPanel; c += 8) {
+    __m256i s00 = _mm256_setzero_si256(), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00,
+            s31 = s00, s40 = s00, s41 = s00, s50 = s00, s51 = s00;
+    const int8_t* bq = b + c * 4;
+    const AValue* aq = a;
+    for (int64_t q = 0; q < k4; ++q, bq += kPanel * 4, aq += 4) {
+      const __m256i b0 = b_words(bq), b1 = b_words(bq + 16);
+      row_products(aq, b0, b1, s00, s01);
+      row_products(aq + ld, b0, b1, s10, s11);
+      row_products(aq + 2 * ld, b0, b1, s20, s21);
+      row_products(aq + 3 * ld, b0, b1, s30, s31);
+      row_products(aq + 4 * ld, b0, b1, s40, s41);
+      row_products(aq + 5 * ld, b0, b1, s50, s51);
+    }
+    store_columns(tile + c, s00, s01);
+    store_columns(tile + kPanel + c, s10, s11);
+    store_columns(tile + 2 * kPanel + c, s20, s21);
+    store_columns(tile + 3 * kPanel + c, s30, s31);
+    store_columns(tile + 4 * kPanel + c, s40, s41);
+    store_columns(tile + 5 * kPanel + c, s50, s51);
+  }
+}
 #else
-inline void tile_dot(const uint8_t* a, int64_t k4, const int8_t* b, int32_t* tile) {
+inline void tile_dot(const AValue* a, int64_t k4, const int8_t* b, int32_t* tile) {
   std::fill(tile, tile + kRows * kPanel, 0);
   for (int64_t q = 0; q < k4; ++q)
     for (int64_t r = 0; r < kRows; ++r) {
-      const uint8_t* ar = a + r * k4 * 4 + q * 4;
+      const AValue* ar = a + r * k4 * 4 + q * 4;
       const int8_t* bq = b + q * kPanel * 4;
       for (int64_t c = 0; c < kPanel; ++c)
         tile[r * kPanel + c] += int32_t(ar[0]) * bq[c * 4] + int32_t(ar[1]) * bq[c * 4 + 1] +
@@ -112,6 +184,14 @@ inline void tile_dot(const uint8_t* a, int64_t k4, const int8_t* b, int32_t* til
     }
 }
 #endif
+
+/// Counts a GEMM call on the hand-written tiles (`qgemm.tiles`), once per call: a count per tile
+/// would be an atomic add per few hundred products.
+inline void count_tiles_path() {
+#if OPFORGE_QGEMM_VNNI || OPFORGE_QGEMM_AVX2
+  OPFORGE_KERNEL_PATH("qgemm.tiles");
+#endif
+}
 
 inline int32_t pick(const std::vector<int32_t>& v, int64_t i) { return v.size() == 1 ? v[0] : v[size_t(i)]; }
 
@@ -124,6 +204,15 @@ inline void fix_row(int32_t* t, const uint32_t* rb, const uint32_t* sb, uint32_t
     const __m512i sub = _mm512_add_epi32(_mm512_mullo_epi32(_mm512_load_si512(rb + j), vs),
                                          _mm512_mullo_epi32(_mm512_load_si512(sb + j), va));
     _mm512_store_si512(t + j, _mm512_sub_epi32(_mm512_load_si512(t + j), sub));
+  }
+#elif OPFORGE_QGEMM_AVX2
+  const __m256i vs = _mm256_set1_epi32(int32_t(sa_less_kra)), va = _mm256_set1_epi32(int32_t(ra));
+  for (int64_t j = 0; j < kPanel; j += 8) {
+    const __m256i sub = _mm256_add_epi32(
+        _mm256_mullo_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(rb + j)), vs),
+        _mm256_mullo_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + j)), va));
+    __m256i* at = reinterpret_cast<__m256i*>(t + j);
+    _mm256_storeu_si256(at, _mm256_sub_epi32(_mm256_loadu_si256(at), sub));
   }
 #else
   for (int64_t j = 0; j < kPanel; ++j) t[j] = int32_t(uint32_t(t[j]) - rb[j] * sa_less_kra - ra * sb[j]);
