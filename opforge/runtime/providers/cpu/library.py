@@ -135,7 +135,12 @@ def kernel_paths(library=None) -> dict:
         names, calls = (ctypes.c_char_p * max(capacity, 1))(), (ctypes.c_uint64 * max(capacity, 1))()
         count = read(names, calls, capacity)
         if count <= capacity:
-            return {names[i].decode(): int(calls[i]) for i in range(count)}
+            # a path counted in a template has a counter per instantiation (MaxPool's int8 and
+            # uint8), each under the same name: their calls add up
+            paths: dict = {}
+            for i in range(count):
+                paths[names[i].decode()] = paths.get(names[i].decode(), 0) + int(calls[i])
+            return paths
         capacity = count + 16
 
 

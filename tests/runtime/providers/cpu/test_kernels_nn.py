@@ -365,8 +365,10 @@ def test_maxpool_versions_and_dtypes(kernels, opset, dtype):
 
 
 # Rows too short for a 32-byte vector of 8-bit values take 16- or 8-byte vectors (squeezenet's
-# quantized pools: rows of 27 and 13 outputs); widths around each vector's lane count.
-@pytest.mark.parametrize("width", [9, 12, 17, 20, 27, 33, 40])
+# quantized pools: rows of 27 and 13 outputs) with AVX-512, a plain loop with AVX2 (which takes 32
+# outputs a vector at stride 1 and 16 at stride 2, the last one shifted back); widths around each
+# vector's lane count and over several vectors.
+@pytest.mark.parametrize("width", [9, 12, 15, 16, 17, 20, 27, 31, 32, 33, 40, 55, 70])
 @pytest.mark.parametrize("stride", [1, 2, 3])
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.float64])
 def test_maxpool_short_rows_take_narrow_vectors(kernels, width, stride, dtype):
@@ -374,8 +376,11 @@ def test_maxpool_short_rows_take_narrow_vectors(kernels, width, stride, dtype):
     x = (rand(1, 3, 7, (width - 1) * stride + 2) * 60).astype(dtype)
     y, _ = check(kernels, "MaxPool", [x], attrs, opset=12, num_outputs=2)   # against onnxruntime
     assert y.shape[-1] == width
-    values, = run_handle(kernels.op("MaxPool", version=12), [x], [y], attrs)   # the SIMD path
+    with paths_taken() as taken:
+        values, = run_handle(kernels.op("MaxPool", version=12), [x], [y], attrs)   # the SIMD path
     np.testing.assert_array_equal(values, y)
+    if dtype != np.float64:
+        assert_path(taken, "pool.max8.separable", ("avx512", "avx2"))
 
 
 # 2-D 8-bit MaxPool without Indices pools each window's rows, then along the row

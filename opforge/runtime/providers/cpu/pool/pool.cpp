@@ -83,6 +83,9 @@ void maxpool_typed(KernelContext& ctx) {
   const int64_t in_size = plan.w.in_size(), out_size = plan.w.out_size();
   if constexpr (sizeof(T) == 1)
     if (idx == nullptr && opforge_nn::separable_max_fits(plan.w)) {
+#if defined(__AVX2__)
+      OPFORGE_KERNEL_PATH("pool.max8.separable");
+#endif
       const opforge_nn::RegisterRows registers(plan.w);
       const bool in_registers = opforge_nn::RegisterRows::fits(plan.w);
       opforge_nn::for_each_plane(ctx, plan, [&](int64_t c) {

@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <vector>
 
-#if defined(__AVX512BW__)
+#if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -30,9 +30,17 @@ inline __mmask64 first_lanes(int64_t n) { return n >= 64 ? ~__mmask64(0) : (__mm
 template <class T> inline __m512i max8(__m512i a, __m512i b) {
   return std::is_signed_v<T> ? _mm512_max_epi8(a, b) : _mm512_max_epu8(a, b);
 }
+#endif
+#if defined(__AVX2__)
 template <class T> inline __m256i max8(__m256i a, __m256i b) {
   return std::is_signed_v<T> ? _mm256_max_epi8(a, b) : _mm256_max_epu8(a, b);
 }
+
+/// Bytes a row buffer holds past the last one a window reads: AVX2's loads of 32 bytes at a
+/// row's last outputs (stride 2: up to 31 past the last tap) stay inside it.
+constexpr int64_t kRowSlack = 32;
+#else
+constexpr int64_t kRowSlack = 0;
 #endif
 
 /// mid[i] = max over `rows` rows of first[r * ld + i], for i < n.
@@ -46,6 +54,19 @@ inline void column_max(const T* first, int64_t ld, int64_t rows, int64_t n, T* m
     _mm512_mask_storeu_epi8(mid + i, m, v);
   }
 #else
+#if defined(__AVX2__)
+  // 32 bytes at a time, the last vector shifted back over the one before (the same maxima again)
+  if (n >= 32) {
+    for (int64_t i = 0; i < n; i += 32) {
+      const int64_t at = std::min(i, n - 32);
+      __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(first + at));
+      for (int64_t r = 1; r < rows; ++r)
+        v = max8<T>(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(first + r * ld + at)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(mid + at), v);
+    }
+    return;
+  }
+#endif
   std::memcpy(mid, first, size_t(n) * sizeof(T));
   for (int64_t r = 1; r < rows; ++r)
     for (int64_t i = 0; i < n; ++i) mid[i] = std::max(mid[i], first[r * ld + i]);
@@ -75,6 +96,34 @@ inline void row_max(const T* row, int64_t n, int64_t kw, int64_t s, T* y) {
       for (int64_t t = 1; t < kw; ++t)
         acc = max8<T>(acc, _mm512_cvtepi16_epi8(_mm512_maskz_loadu_epi8(m, row + 2 * j + t)));
       _mm256_mask_storeu_epi8(y + j, __mmask32(first_lanes(count)), acc);
+    }
+    return;
+  }
+#elif defined(__AVX2__)
+  // 32 outputs a vector at stride 1, 16 at stride 2 (the maxima of 32 bytes from 2j + t, whose
+  // even bytes are the outputs); a row's last vector shifted back over the one before. The
+  // loads reach up to 31 bytes past the last tap: the row buffer has kRowSlack more.
+  if (s == 1 && n >= 32) {
+    for (int64_t j0 = 0; j0 < n; j0 += 32) {
+      const int64_t j = std::min(j0, n - 32);
+      __m256i acc = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + j));
+      for (int64_t t = 1; t < kw; ++t)
+        acc = max8<T>(acc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + j + t)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + j), acc);
+    }
+    return;
+  }
+  if (s == 2 && n >= 16) {
+    const __m256i even = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1, 0, 2, 4, 6, 8,
+                                          10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
+    for (int64_t j0 = 0; j0 < n; j0 += 16) {
+      const int64_t j = std::min(j0, n - 16);
+      __m256i acc = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * j));
+      for (int64_t t = 1; t < kw; ++t)
+        acc = max8<T>(acc, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * j + t)));
+      // each lane's 8 even bytes to its low half, then the two halves together
+      const __m256i packed = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(acc, even), 0x08);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(y + j), _mm256_castsi256_si128(packed));
     }
     return;
   }
@@ -148,7 +197,7 @@ void separable_max_plane(const PoolPlan& plan, const T* x, T* y, std::vector<T>&
   const int64_t width = std::max((out_w - 1) * s + w.k[2], left + in_w);
   const int64_t cols = std::min(in_w, width - left);  // input columns some window reads
   const T lowest = std::numeric_limits<T>::lowest();
-  if (registers == nullptr) buf.assign(size_t(width), lowest);
+  if (registers == nullptr) buf.assign(size_t(width + kRowSlack), lowest);
   T* mid = registers == nullptr ? buf.data() + left : nullptr;
   for (int64_t oh = 0; oh < w.out[1]; ++oh) {
     T* yo = y + oh * out_w;
