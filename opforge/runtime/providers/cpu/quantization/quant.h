@@ -11,7 +11,7 @@
 
 #include "common/common.h"
 
-#if defined(__AVX512F__)
+#if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -86,6 +86,20 @@ inline void dynamic_qparams(const float* x, int64_t n, float* scale, int32_t* zp
     }
   lo = _mm512_reduce_min_ps(_mm512_min_ps(_mm512_min_ps(vlo[0], vlo[1]), _mm512_min_ps(vlo[2], vlo[3])));
   hi = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(vhi[0], vhi[1]), _mm512_max_ps(vhi[2], vhi[3])));
+#elif defined(__AVX2__)
+  // the same on four chains of 8 lanes
+  __m256 vlo[4], vhi[4];
+  for (int j = 0; j < 4; ++j) vlo[j] = vhi[j] = _mm256_setzero_ps();
+  for (; i + 32 <= n; i += 32)
+    for (int j = 0; j < 4; ++j) {
+      const __m256 v = _mm256_loadu_ps(x + i + 8 * j);
+      vlo[j] = _mm256_min_ps(v, vlo[j]);
+      vhi[j] = _mm256_max_ps(v, vhi[j]);
+    }
+  alignas(32) float lanes[2][8];
+  _mm256_store_ps(lanes[0], _mm256_min_ps(_mm256_min_ps(vlo[0], vlo[1]), _mm256_min_ps(vlo[2], vlo[3])));
+  _mm256_store_ps(lanes[1], _mm256_max_ps(_mm256_max_ps(vhi[0], vhi[1]), _mm256_max_ps(vhi[2], vhi[3])));
+  for (int j = 0; j < 8; ++j) lo = std::min(lo, lanes[0][j]), hi = std::max(hi, lanes[1][j]);
 #endif
   for (; i < n; ++i) lo = std::min(lo, x[i]), hi = std::max(hi, x[i]);
   *scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
@@ -109,9 +123,34 @@ template <class Q> struct Requantize16 {
 };
 #endif
 
+#if defined(__AVX2__) && !defined(__AVX512F__)
+/// Eight int32 lanes already clamped to Q's range, as 8 bytes of Q (each lane's low byte).
+inline void store_low_bytes(__m256i q, void* out) {
+  const __m256i low = _mm256_shuffle_epi8(q, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                              -1, 0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                                              -1, -1));
+  const __m256i both = _mm256_permutevar8x32_epi32(low, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(both));
+}
+
+/// Q's range less zp as floats (what a value is clamped to before rounding), and zp.
+template <class Q> struct Clamp8 {
+  __m256 lo, hi;
+  __m256i zp;
+  explicit Clamp8(int32_t z)
+      : lo(_mm256_set1_ps(float(int32_t(std::numeric_limits<Q>::min()) - z))),
+        hi(_mm256_set1_ps(float(int32_t(std::numeric_limits<Q>::max()) - z))), zp(_mm256_set1_epi32(z)) {}
+  /// f clamped (max(f, lo) with f first: a NaN gives lo, as quantize() does), rounded half to even
+  /// by cvtps2dq, plus zp, stored as 8 bytes of Q.
+  void store(__m256 f, Q* out) const {
+    store_low_bytes(_mm256_add_epi32(_mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(f, lo), hi)), zp), out);
+  }
+};
+#endif
+
 /// out[i] = requantize(acc[i] + add, scale, zp) for a row of n: 16 lanes at a time with AVX-512,
 /// the tail through a masked load and store (a conv's rows are often a few lanes past a multiple
-/// of 16; one by one they cost more than the rest).
+/// of 16; one by one they cost more than the rest); 8 at a time with AVX2, the tail one by one.
 template <class Q>
 inline void requantize_row(const int32_t* acc, int64_t n, int32_t add, float scale, int32_t zp, Q* out) {
   int64_t i = 0;
@@ -127,6 +166,16 @@ inline void requantize_row(const int32_t* acc, int64_t n, int32_t add, float sca
       _mm_mask_storeu_epi8(out + i, tail, requantize16(_mm512_maskz_loadu_epi32(tail, acc + i), vadd, vs));
     }
     return;
+  }
+#elif defined(__AVX2__)
+  if constexpr (sizeof(Q) == 1) {
+    const Clamp8<Q> clamp(zp);
+    const __m256 vs = _mm256_set1_ps(scale);
+    const __m256i vadd = _mm256_set1_epi32(add);
+    for (; i + 8 <= n; i += 8) {
+      const __m256i sum = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + i)), vadd);
+      clamp.store(_mm256_mul_ps(_mm256_cvtepi32_ps(sum), vs), out + i);
+    }
   }
 #endif
   for (; i < n; ++i) out[i] = requantize<Q>(int32_t(uint32_t(acc[i]) + uint32_t(add)), scale, zp);
@@ -149,8 +198,9 @@ inline void lookup_bytes(const uint8_t* table, const uint8_t* from, uint8_t* to,
   for (; i < n; ++i) to[i] = table[from[i]];
 }
 
-/// out[i] = quantize(x[i], scale, zp) for a row of n floats: 16 lanes at a time with AVX-512 (a
-/// division, clamping and cvtps2dq, as MLAS's MlasQuantizeLinear), the tail one by one.
+/// out[i] = quantize(x[i], scale, zp) for a row of n floats: 16 lanes at a time with AVX-512, 8
+/// with AVX2 (a division, clamping and cvtps2dq, as MLAS's MlasQuantizeLinear), the tail one by
+/// one.
 template <class Q> inline void quantize_row(const float* x, int64_t n, float scale, int32_t zp, Q* out) {
   int64_t i = 0;
 #if defined(__AVX512F__)
@@ -166,6 +216,12 @@ template <class Q> inline void quantize_row(const float* x, int64_t n, float sca
       const __m128i bytes = std::is_signed_v<Q> ? _mm512_cvtsepi32_epi8(q) : _mm512_cvtusepi32_epi8(q);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), bytes);
     }
+  }
+#elif defined(__AVX2__)
+  if constexpr (sizeof(Q) == 1) {
+    const Clamp8<Q> clamp(zp);
+    const __m256 vs = _mm256_set1_ps(scale);
+    for (; i + 8 <= n; i += 8) clamp.store(_mm256_div_ps(_mm256_loadu_ps(x + i), vs), out + i);
   }
 #endif
   for (; i < n; ++i) out[i] = quantize<Q>(x[i], scale, zp);
