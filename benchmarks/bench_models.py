@@ -1,7 +1,7 @@
 """Model latency, side by side in one run: onnxruntime and opforge on the same inputs.
 
     python -m benchmarks.bench_models [--threads 2] [--repeat 20] [--block 5] [--families] [--cpu-time]
-                                      [--isolate [--rounds 3]] [--profile] [models...]
+                                      [--isolate [--rounds 5]] [--profile] [models...]
 
 Runs the light_* model-zoo graphs shipped in the onnx wheel, with seeded random weights in place
 of their constant ones (tests/support/zoo.py), and a 1000-node Add chain, each on one random input, and
@@ -22,10 +22,14 @@ time of a 2 ms conv varied 3-8 ms at load 17 while its CPU time stayed within 10
 --threads 1 CPU time compares the kernels; at 2 threads it sums the threads, spinning included.
 
 With --isolate, each runtime is timed in processes of its own (--rounds of them each, taking
-turns; the median of their medians): onnxruntime's worker threads, spinning in the same process,
-took a core from opforge's 2-thread runs for whole blocks (resnet50 ran 133 ms a run beside them,
-80-90 ms without). Each process first runs the model 12 times (opforge's plans time their steps
-with and without the pool's workers over their first runs).
+turns): onnxruntime's worker threads, spinning in the same process, took a core from opforge's
+2-thread runs for whole blocks (resnet50 ran 133 ms a run beside them, 80-90 ms without). Each
+process first runs the model 12 times (opforge's plans time their steps with and without the
+pool's workers over their first runs), then times at least --repeat runs and CHILD_SECONDS. The
+ratio is the median of each round's ratio (the two processes of a round run back to back): on a
+shared host whose speed changes from one second to the next, 20 runs a process (0.15 s of
+squeezenet) and the ratio of medians of 3 put squeezenet at 1.36-1.40 on 2 threads, where
+alternating runs in quartiles put it at 1.09-1.11.
 
 With --profile, each model instead gets its time per op type in both runtimes side by side and
 its convolutions' GFLOP/s against the machine's sgemm limit and FMA peak, measured in the same run
@@ -108,10 +112,13 @@ def matches(got: list, want: list) -> bool:
 
 
 WARMUP_RUNS = 12   # before an isolated process times its runtime (see --isolate)
+CHILD_SECONDS = 1.0  # an isolated process times runs for at least this long
 
 
-def child_time(runtime: str, model_path: str, feed_path: str, threads: int, repeat: int) -> float:
-    """Median wall time of `repeat` runs of one runtime in this process, after WARMUP_RUNS."""
+def child_time(runtime: str, model_path: str, feed_path: str, threads: int, repeat: int,
+               seconds: float = CHILD_SECONDS) -> float:
+    """Median wall time of at least `repeat` runs and `seconds` of one runtime in this process,
+    after WARMUP_RUNS."""
     feed = dict(np.load(feed_path))
     if runtime == "ort":
         so = ort.SessionOptions()
@@ -124,16 +131,19 @@ def child_time(runtime: str, model_path: str, feed_path: str, threads: int, repe
     for _ in range(WARMUP_RUNS):
         sess.run(None, feed)
     taken = []
-    for _ in range(repeat):
+    began = time.perf_counter()
+    while len(taken) < repeat or time.perf_counter() - began < seconds:
         start = time.perf_counter()
         sess.run(None, feed)
         taken.append(time.perf_counter() - start)
     return statistics.median(taken)
 
 
-def isolated_times(source: bytes, feed: dict, threads: int, repeat: int, rounds: int) -> tuple:
-    """(onnxruntime, opforge) median of `rounds` processes' medians, each runtime in processes of
-    its own, taking turns (the first in each round alternates)."""
+def isolated_times(source: bytes, feed: dict, threads: int, repeat: int, rounds: int,
+                   seconds: float = CHILD_SECONDS) -> tuple:
+    """(onnxruntime, opforge, ratio): each runtime's median of `rounds` processes' medians, each
+    runtime in processes of its own, taking turns (the first in each round alternates); ratio, the
+    median over rounds of opforge's median / onnxruntime's."""
     times = {"ort": [], "opforge": []}
     root = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory() as tmp:
@@ -143,11 +153,13 @@ def isolated_times(source: bytes, feed: dict, threads: int, repeat: int, rounds:
         for r in range(rounds):
             for runtime in (("ort", "opforge") if r % 2 == 0 else ("opforge", "ort")):
                 out = subprocess.run([sys.executable, "-m", "benchmarks.bench_models", "--child", runtime, model_path,
-                                      feed_path, str(threads), str(repeat)], cwd=root, capture_output=True, text=True)
+                                      feed_path, str(threads), str(repeat), str(seconds)], cwd=root,
+                                     capture_output=True, text=True)
                 if out.returncode != 0:
                     raise RuntimeError(f"the {runtime} process failed:\n{out.stderr[-2000:]}")
                 times[runtime].append(json.loads(out.stdout.strip().splitlines()[-1])["median"])
-    return statistics.median(times["ort"]), statistics.median(times["opforge"])
+    ratios = [ours / theirs for ours, theirs in zip(times["opforge"], times["ort"])]
+    return statistics.median(times["ort"]), statistics.median(times["opforge"]), statistics.median(ratios)
 
 
 def measure(name: str, model, threads: int, repeat: int, block: int = 5, feed: dict | None = None,
@@ -173,12 +185,13 @@ def measure(name: str, model, threads: int, repeat: int, block: int = 5, feed: d
     nodes = len(sess.node_providers())
     if rounds:
         del ref, sess   # their threads would compete with the timed processes
-        ort_time, ours_time = isolated_times(source, feed, threads, repeat, rounds)
+        ort_time, ours_time, ratio = isolated_times(source, feed, threads, repeat, rounds)
     else:
         ort_time, ours_time = median_times([lambda: ref.run(None, feed), lambda: sess.run(None, feed)], repeat,
                                            block, clock)
+        ratio = ours_time / ort_time
     return {"name": name, "ort_create": ort_create, "ours_create": ours_create, "ort": ort_time,
-            "ours": ours_time, "ok": ok,
+            "ours": ours_time, "ratio": ratio, "ok": ok,
             "nodes": nodes, "fallback": fallback}
 
 
@@ -214,14 +227,15 @@ def main() -> None:
                              "a run longer than a scheduler slice mostly waits for a core; use with --threads 1")
     parser.add_argument("--isolate", action="store_true",
                         help="time each runtime in processes of its own (no other runtime's threads beside it)")
-    parser.add_argument("--rounds", type=int, default=3, help="with --isolate: processes per runtime and model")
-    parser.add_argument("--child", nargs=5, metavar=("RUNTIME", "MODEL", "FEED", "THREADS", "REPEAT"),
+    parser.add_argument("--rounds", type=int, default=5, help="with --isolate: processes per runtime and model")
+    parser.add_argument("--child", nargs=6, metavar=("RUNTIME", "MODEL", "FEED", "THREADS", "REPEAT", "SECONDS"),
                         help=argparse.SUPPRESS)
     parser.add_argument("models", nargs="*", help="model names or parts of them (default: all)")
     args = parser.parse_args()
     if args.child:
-        runtime, model_path, feed_path, threads, repeat = args.child
-        print(json.dumps({"median": child_time(runtime, model_path, feed_path, int(threads), int(repeat))}))
+        runtime, model_path, feed_path, threads, repeat, seconds = args.child
+        print(json.dumps({"median": child_time(runtime, model_path, feed_path, int(threads), int(repeat),
+                                               float(seconds))}))
         return
     names = light_model_names()
     families = list(FAMILIES) if args.families else []
@@ -246,8 +260,8 @@ def main() -> None:
     chain = measure("add_chain_1000", add_chain(), args.threads, max(args.repeat, 50), args.block, clock=clock,
                     rounds=rounds)
     what = "CPU time per run" if args.cpu_time else "model latency"
-    how = (f"each runtime in {rounds} processes of its own, median of their medians of {args.repeat} runs"
-           if rounds else f"median of at least {args.repeat} runs in blocks of at least {args.block} runs and "
+    how = (f"each runtime in {rounds} processes of its own timing at least {args.repeat} runs and "
+           f"{CHILD_SECONDS:.0f} s; ratio: the median of the rounds' ratios" if rounds else f"median of at least {args.repeat} runs in blocks of at least {args.block} runs and "
            f"{BLOCK_SECONDS} s")
     print(f"\n{what}, {args.threads} thread(s), {how}")
     print_load("at end")
@@ -256,17 +270,17 @@ def main() -> None:
           f"{'ort ms':>10}{'opforge ms':>12}{'ratio':>8}  match")
     for r in rows + family_rows + [chain]:
         print(f"{r['name']:<26}{r['nodes']:>6}{r['fallback']:>5}{r['ort_create']:>11.2f}s{r['ours_create']:>8.2f}s"
-              f"{r['ort'] * 1e3:>10.2f}{r['ours'] * 1e3:>12.2f}{r['ours'] / r['ort']:>8.2f}  "
+              f"{r['ort'] * 1e3:>10.2f}{r['ours'] * 1e3:>12.2f}{r['ratio']:>8.2f}  "
               f"{'yes' if r['ok'] else 'NO'}")
     matched = [r for r in rows if r["ok"]]
     if matched:
-        geo = math.exp(sum(math.log(r["ours"] / r["ort"]) for r in matched) / len(matched))
+        geo = math.exp(sum(math.log(r["ratio"]) for r in matched) / len(matched))
         left_out = [r["name"] for r in rows if not r["ok"]]
         print(f"\ngeo-mean latency ratio opforge/onnxruntime over {len(matched)} matching light models: "
               f"{geo:.2f} (target <= 1.0)" + (f"; left out, outputs differ: {', '.join(left_out)}" if left_out else ""))
     family_ok = [r for r in family_rows if r["ok"]]
     if family_ok:
-        geo = math.exp(sum(math.log(r["ours"] / r["ort"]) for r in family_ok) / len(family_ok))
+        geo = math.exp(sum(math.log(r["ratio"]) for r in family_ok) / len(family_ok))
         print(f"geo-mean latency ratio over {len(family_ok)} matching model families: {geo:.2f} "
               "(target <= 1.25, none above 2; vad_if <= 1.5)")
     print(f"Add chain dispatch: onnxruntime {chain['ort'] / 1000 * 1e6:.2f} us/node, "

@@ -42,8 +42,10 @@ def test_isolated_timing_runs_each_runtime_in_a_process_of_its_own():
 
     model = bench_models.add_chain(20)
     feed = {"v0": np.ones(16, np.float32)}
-    ort_time, ours_time = bench_models.isolated_times(model.SerializeToString(), feed, threads=1, repeat=3, rounds=1)
+    ort_time, ours_time, ratio = bench_models.isolated_times(model.SerializeToString(), feed, threads=1, repeat=3,
+                                                             rounds=1, seconds=0.05)
     assert 0 < ort_time < 1 and 0 < ours_time < 1
+    assert ratio == pytest.approx(ours_time / ort_time)   # one round: its own ratio
 
 
 def test_lock_step_ab_times_both_checkouts_on_the_same_models(tmp_path):

@@ -12,6 +12,12 @@ torch) the way their exporters write them, each with a seeded feed:
 - greedy_decoder: a Loop at the top (as torch.jit.script exports a generation loop): an RNN cell
   fed the embedding of the last token, logits, ArgMax for the next token; the tokens are the
   loop's scan output.
+- mobile_se_cnn: MobileNetV3-Small as torch.onnx.export writes it in eval mode (batch norms folded
+  into the convs): 1x1 expansions, depthwise 3x3 and 5x5 convs at strides 1 and 2, squeeze-excite
+  blocks (GlobalAveragePool, two 1x1 convs, HardSigmoid, Mul), HardSwish, residual Adds, a Gemm head.
+- crnn: a text-line recognizer (CRNN): a VGG-style conv stack with MaxPools down to a row of
+  features, reshaped into a sequence for a bidirectional LSTM, per-step class scores and
+  LogSoftmax (what CTC decoding reads).
 """
 from __future__ import annotations
 
@@ -231,5 +237,97 @@ def greedy_decoder(steps: int = 32, hidden: int = 128, vocab: int = 256, seed: i
     return _model(nodes, inputs, outputs, w, "greedy_decoder"), feed
 
 
+def _conv(w: _Weights, name: str, x: str, cin: int, cout: int, kernel: int, stride: int = 1, group: int = 1) -> list:
+    """A Conv with a bias (a batch norm folded in), He-scaled weights, padding kernel // 2."""
+    fan_in = cin // group * kernel * kernel
+    return [helper.make_node(
+        "Conv", [x, w.random(name + "_w", cout, cin // group, kernel, kernel, scale=float(np.sqrt(2.0 / fan_in))),
+                 w.random(name + "_b", cout, scale=0.05)], [name],
+        kernel_shape=[kernel, kernel], strides=[stride, stride], pads=[kernel // 2] * 4, group=group)]
+
+
+def _activation(kind: str, x: str, out: str) -> list:
+    return [helper.make_node("Relu" if kind == "RE" else "HardSwish", [x], [out])]
+
+
+# MobileNetV3-Small's blocks: kernel, expansion, output channels, squeeze-excite, activation, stride
+_MOBILENET_V3_SMALL = [(3, 16, 16, True, "RE", 2), (3, 72, 24, False, "RE", 2), (3, 88, 24, False, "RE", 1),
+                       (5, 96, 40, True, "HS", 2), (5, 240, 40, True, "HS", 1), (5, 240, 40, True, "HS", 1),
+                       (5, 120, 48, True, "HS", 1), (5, 144, 48, True, "HS", 1), (5, 288, 96, True, "HS", 2),
+                       (5, 576, 96, True, "HS", 1), (5, 576, 96, True, "HS", 1)]
+
+
+def mobile_se_cnn(resolution: int = 224, classes: int = 1000, seed: int = 0) -> tuple[onnx.ModelProto, dict]:
+    """MobileNetV3-Small over an image [1, 3, resolution, resolution]: class scores."""
+    w, n = _Weights(seed), helper.make_node
+    nodes = _conv(w, "stem", "image", 3, 16, 3, 2) + _activation("HS", "stem", "stem_act")
+    x, channels = "stem_act", 16
+    for i, (kernel, expand, out, se, act, stride) in enumerate(_MOBILENET_V3_SMALL):
+        p, h = f"b{i}_", x
+        if expand != channels:
+            nodes += _conv(w, p + "expand", x, channels, expand, 1) + _activation(act, p + "expand", p + "expand_act")
+            h = p + "expand_act"
+        nodes += _conv(w, p + "dw", h, expand, expand, kernel, stride, group=expand)
+        nodes += _activation(act, p + "dw", p + "dw_act")
+        h = p + "dw_act"
+        if se:  # torchvision's SqueezeExcitation: squeeze to a multiple of 8 near a quarter
+            squeeze = max(8, (expand // 4 + 4) // 8 * 8)
+            nodes += [n("GlobalAveragePool", [h], [p + "se_pool"])]
+            nodes += _conv(w, p + "se_fc1", p + "se_pool", expand, squeeze, 1)
+            nodes += [n("Relu", [p + "se_fc1"], [p + "se_relu"])]
+            nodes += _conv(w, p + "se_fc2", p + "se_relu", squeeze, expand, 1)
+            nodes += [n("HardSigmoid", [p + "se_fc2"], [p + "se_gate"], alpha=1.0 / 6, beta=0.5),
+                      n("Mul", [h, p + "se_gate"], [p + "se_out"])]
+            h = p + "se_out"
+        nodes += _conv(w, p + "project", h, expand, out, 1)
+        if stride == 1 and channels == out:
+            nodes += [n("Add", [p + "project", x], [p + "out"])]
+            x = p + "out"
+        else:
+            x = p + "project"
+        channels = out
+    nodes += _conv(w, "last", x, channels, 576, 1) + _activation("HS", "last", "last_act")
+    nodes += [n("GlobalAveragePool", ["last_act"], ["pooled"]),
+              n("Flatten", ["pooled"], ["features"], axis=1),
+              n("Gemm", ["features", w.random("fc1_w", 1024, 576, scale=float(np.sqrt(2 / 576))),
+                         w.random("fc1_b", 1024, scale=0.05)], ["fc1"], transB=1),
+              n("HardSwish", ["fc1"], ["fc1_act"]),
+              n("Gemm", ["fc1_act", w.random("fc2_w", classes, 1024, scale=float(np.sqrt(1 / 1024))),
+                         w.random("fc2_b", classes, scale=0.05)], ["logits"], transB=1)]
+    inputs = [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, resolution, resolution])]
+    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, classes])]
+    feed = {"image": np.random.default_rng(seed + 1).standard_normal((1, 3, resolution, resolution)).astype(np.float32)}
+    return _model(nodes, inputs, outputs, w, "mobile_se_cnn"), feed
+
+
+def crnn(height: int = 32, width: int = 128, hidden: int = 128, classes: int = 37, seed: int = 0) \
+        -> tuple[onnx.ModelProto, dict]:
+    """A CRNN over a grayscale text line [1, 1, height, width]: per-column log-probabilities
+    [width / 4, 1, classes] for CTC decoding."""
+    w, n = _Weights(seed), helper.make_node
+    nodes, x = [], "line"
+    for i, (cin, cout, pool) in enumerate(((1, 64, (2, 2)), (64, 128, (2, 2)), (128, 256, (2, 1)), (256, 256, (2, 1)))):
+        nodes += _conv(w, f"c{i}", x, cin, cout, 3) + [n("Relu", [f"c{i}"], [f"r{i}"]),
+                                                      n("MaxPool", [f"r{i}"], [f"p{i}"], kernel_shape=list(pool),
+                                                        strides=list(pool))]
+        x = f"p{i}"
+    rows, steps = height // 16, width // 4
+    features = 256 * rows
+    nodes += [  # [1, 256, rows, steps] -> [steps, 1, 256 * rows], as torch's permute and view write it
+        n("Reshape", [x, w.const("to_rows", np.array([1, features, steps], np.int64))], ["cols"]),
+        n("Transpose", ["cols"], ["seq"], perm=[2, 0, 1]),
+    ]
+    nodes += _lstm(w, "rnn", "seq", features, hidden, 2, 1)
+    nodes += [n("Transpose", ["rnn_Y"], ["rnn_t"], perm=[0, 2, 1, 3]),
+              n("Reshape", ["rnn_t", w.const("merge_dirs", np.array([0, 0, -1], np.int64))], ["states"]),
+              n("MatMul", ["states", w.random("cls_w", 2 * hidden, classes)], ["cls_mm"]),
+              n("Add", ["cls_mm", w.random("cls_b", classes)], ["scores"]),
+              n("LogSoftmax", ["scores"], ["log_probs"], axis=-1)]
+    inputs = [helper.make_tensor_value_info("line", TensorProto.FLOAT, [1, 1, height, width])]
+    outputs = [helper.make_tensor_value_info("log_probs", TensorProto.FLOAT, [steps, 1, classes])]
+    feed = {"line": np.random.default_rng(seed + 1).standard_normal((1, 1, height, width)).astype(np.float32)}
+    return _model(nodes, inputs, outputs, w, "crnn"), feed
+
+
 FAMILIES = {"transformer_encoder": transformer_encoder, "lstm_tagger": lstm_tagger, "vad_if": vad_if,
-            "greedy_decoder": greedy_decoder}
+            "greedy_decoder": greedy_decoder, "mobile_se_cnn": mobile_se_cnn, "crnn": crnn}
