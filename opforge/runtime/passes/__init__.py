@@ -25,6 +25,7 @@ from opforge.runtime.passes.fuse_qdq import fuse_qdq
 from opforge.runtime.passes.merge_reshapes import merge_reshapes
 from opforge.runtime.passes.pack_conv_weights import pack_conv_weights
 from opforge.runtime.passes.pack_matmul_weights import pack_matmul_weights
+from opforge.runtime.passes.pack_rnn_weights import pack_rnn_weights
 from opforge.runtime.passes.split_string_labels import split_string_labels
 from opforge.runtime.passes.upcast_float16 import upcast_float16
 
@@ -83,7 +84,7 @@ def run_passes(graph: Graph, level: int, context: PassContext) -> dict[str, int]
 
 # Rewrites into opforge's own packed layouts run after the optimized model is saved (so a saved
 # model stays one other runtimes load), at the extended level and up, for the CPU only.
-LAYOUT = [pack_matmul_weights, pack_conv_weights]
+LAYOUT = [pack_matmul_weights, pack_conv_weights, pack_rnn_weights]
 
 
 def run_layout_passes(graph: Graph, level: int, context: PassContext) -> dict[str, int]:

@@ -62,13 +62,15 @@ template <class T> void reset_hidden(const Run<T>& run, const T* xw_all, const T
 constexpr int64_t kPackedRows = 8;
 
 /// xw (rows x G) = x @ W^T, the input projections of every step at once. float over several
-/// steps runs on opforge's packed GEMM tiles with W packed for this call (AVX-512 whatever
-/// $OPENBLAS_CORETYPE says: gemm_packed.h); otherwise, and for a single step, one OpenBLAS GEMM
-/// (or GEMV).
+/// steps runs on opforge's packed GEMM tiles (AVX-512 whatever $OPENBLAS_CORETYPE says:
+/// gemm_packed.h), W packed by the session (PackedLSTM, PackedGRU, PackedRNN) or else for this
+/// call; otherwise, and for a single step, one OpenBLAS GEMM (or GEMV).
 template <class T> void project_inputs(const KernelContext& ctx, const Run<T>& run, const Direction<T>& d,
                                        int64_t rows, int64_t G, T* xw) {
   const int64_t in = run.g.input;
   if constexpr (std::is_same_v<T, float>) {
+    if (rows >= kPackedRows && in > 0 && d.w_packed != nullptr)
+      return opforge_gemm::packed_product(ctx, run.x, in, d.w_packed, xw, rows, G, in);
     if (rows >= kPackedRows && in > 0) {
       const size_t floats = size_t(opforge_gemm::packed_floats(G, in));
       std::unique_ptr<float, decltype(&std::free)> packed(
@@ -144,6 +146,13 @@ template <Cell K, class T> void recur(KernelContext& ctx, const Geometry& g) {
   const int64_t G = gate_count(K) * g.hidden;
   const T* bias = optional_input<T>(ctx, 3);
   const T* peep = K == Cell::Lstm ? optional_input<T>(ctx, 7) : nullptr;
+  // the session's packing of W (the Packed* forms' last input), one block per direction
+  const int packed_at = K == Cell::Lstm ? 8 : 6;
+  const float* w_packed = nullptr;
+  if (ctx.num_inputs() > packed_at && ctx.has_input(packed_at)) {
+    check_count(ctx, packed_at, g.dirs * opforge_gemm::packed_floats(G, g.input), "W_packed");
+    if constexpr (std::is_same_v<T, float>) w_packed = ctx.input(packed_at).data<float>();
+  }
   std::vector<Direction<T>> dirs(size_t(g.dirs));
   for (int64_t dir = 0; dir < g.dirs; ++dir) {
     Direction<T>& d = dirs[size_t(dir)];
@@ -152,6 +161,7 @@ template <Cell K, class T> void recur(KernelContext& ctx, const Geometry& g) {
     d.wb = bias ? bias + dir * 2 * G : nullptr;
     d.rb = bias ? bias + dir * 2 * G + G : nullptr;
     d.p = peep ? peep + dir * 3 * g.hidden : nullptr;
+    d.w_packed = w_packed ? w_packed + dir * opforge_gemm::packed_floats(G, g.input) : nullptr;
     const std::vector<Activation> acts = activations<K>(ctx, g.dirs, dir);
     d.f = acts[0];
     if (acts.size() > 1) d.g = acts[1];
@@ -210,3 +220,29 @@ RNN_COMMON(LSTM, 7, Cell::Lstm)
     .optional_output("Y_c")
     .attr("input_forget", int64_t(0))
     .attr("layout", int64_t(0)).attr_versions(14);
+
+// The forms the session rewrites a float RNN, GRU or LSTM on constant W into (pack_rnn_weights.py):
+// W packed once into gemm_packed's panels of W^T, one block of packed_floats(G, input) per
+// direction, read by the input projections of every step; W itself stays for single steps.
+#define PACKED_DOC(NAME) \
+  "ONNX's " NAME " with W_packed, W^T packed by the session as gemm_packed's 32-column panels per direction"
+RNN_COMMON(PackedRNN, 1, Cell::Rnn)
+    .domain("com.opforge")
+    .doc(PACKED_DOC("RNN"))
+    .optional_input("W_packed", {opforge::f32})
+    .attr("layout", int64_t(0));
+RNN_COMMON(PackedGRU, 1, Cell::Gru)
+    .domain("com.opforge")
+    .doc(PACKED_DOC("GRU"))
+    .optional_input("W_packed", {opforge::f32})
+    .attr("linear_before_reset", int64_t(0))
+    .attr("layout", int64_t(0));
+RNN_COMMON(PackedLSTM, 1, Cell::Lstm)
+    .domain("com.opforge")
+    .doc(PACKED_DOC("LSTM"))
+    .optional_input("initial_c", {opforge::f32, opforge::f64})
+    .optional_input("P", {opforge::f32, opforge::f64})
+    .optional_input("W_packed", {opforge::f32})
+    .optional_output("Y_c")
+    .attr("input_forget", int64_t(0))
+    .attr("layout", int64_t(0));

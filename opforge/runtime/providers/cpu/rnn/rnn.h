@@ -94,6 +94,7 @@ template <class Ctx> void check_count(const Ctx& ctx, int i, int64_t want, const
 /// Everything one direction needs: its weights, biases, activations and output slots.
 template <class T> struct Direction {
   const T *w, *r, *wb, *rb, *p;  // wb, rb and p may be null
+  const float* w_packed = nullptr;  ///< W^T in gemm_packed's panels, packed by the session (float only), or null
   Activation f, g, h;
   int64_t index = 0;
   bool backwards = false;
