@@ -51,9 +51,9 @@ def pack_matmul_weights(graph: Graph, context) -> int:
     join the node. Does nothing where $OPFORGE_GEMM_ISA is "blas" or, at "auto", where the CPU
     has neither AVX-512F nor AVX2 + FMA (OpenBLAS is faster than plain loops). The unpacked
     weights are dropped when nothing else reads them. Returns how many nodes were packed."""
-    isa = config.gemm_isa()
-    if isa == "blas" or (isa == "auto" and not _cpu_has_simd()):
+    if not tiles_wanted():
         return 0
+    isa = config.gemm_isa()
     uses = Uses(graph)
     packed = 0
     for node in list(graph.nodes):
@@ -149,6 +149,13 @@ def _bias_of_add(graph: Graph, add: Node | None, product: str, n: int, context) 
     if bias.ndim > 1 and (out is None or out.shape is None or bias.ndim > len(out.shape)):
         return None
     return np.broadcast_to(bias.reshape(-1), (n,)).astype(np.float32)
+
+
+def tiles_wanted() -> bool:
+    """Whether products on packed weights run here: $OPFORGE_GEMM_ISA is not "blas" and, at
+    "auto", the CPU has AVX-512F or AVX2 with FMA (else OpenBLAS beats the plain loops)."""
+    isa = config.gemm_isa()
+    return isa != "blas" and (isa != "auto" or _cpu_has_simd())
 
 
 def _cpu_flags() -> set:

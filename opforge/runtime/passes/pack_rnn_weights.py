@@ -8,10 +8,9 @@ from __future__ import annotations
 import numpy as np
 from onnx import AttributeProto
 
-from opforge import config
 from opforge.runtime.graph.graph import Graph, Node
 from opforge.runtime.graph.types import TensorType
-from opforge.runtime.passes.pack_matmul_weights import OPFORGE, PANEL, _aligned_empty, _cpu_has_simd
+from opforge.runtime.passes.pack_matmul_weights import OPFORGE, PANEL, _aligned_empty, tiles_wanted
 from opforge.runtime.passes.rewrite import Uses, can_bind, constant, new_initializer
 
 _PACKED = {"RNN": ("PackedRNN", 6), "GRU": ("PackedGRU", 6), "LSTM": ("PackedLSTM", 8)}
@@ -35,20 +34,16 @@ def pack_rnn_weights(graph: Graph, context) -> int:
     packed form, where $OPFORGE_GEMM_ISA is not "blas" and, at "auto", the CPU has AVX-512F or AVX2
     with FMA (elsewhere the kernel takes OpenBLAS's GEMM, which packs for itself). Returns how many
     nodes were packed."""
-    isa = config.gemm_isa()
-    if isa == "blas" or (isa == "auto" and not _cpu_has_simd()):
+    if not tiles_wanted():
         return 0
     uses = Uses(graph)
     packed = 0
-    for node in list(graph.nodes):
-        if node.domain != "" or node.op_type not in _PACKED or len(node.inputs) < 3:
-            continue
+    for node in [n for n in graph.nodes if n.domain == "" and n.op_type in _PACKED and len(n.inputs) >= 3]:
         x = context.types.get(node.inputs[0])
         w = constant(graph, node.inputs[1])
         if x is None or x.dtype != np.float32 or w is None or w.dtype != np.float32 or w.ndim != 3:
             continue
-        if _replace(graph, uses, context, node, w):
-            packed += 1
+        packed += _replace(graph, uses, context, node, w)
     return packed
 
 
