@@ -13,6 +13,7 @@ import opforge
 from tests.support.kernel_variants import assert_path, build_isa, paths_taken
 from tests.support.numeric import assert_close, assert_would_catch, scaled_atol
 from tests.support.onnx_builders import tensor
+from tests.support.optimized import ops, session
 
 LEVEL = opforge.GraphOptimizationLevel
 RTOL, ATOL = 1e-5, 1e-5
@@ -43,17 +44,6 @@ def conv_model(x_shape, w_shape, op="Conv", z=False, **attrs):
     model = helper.make_model(graph, opset_imports=opsets)
     model.ir_version = 8
     return model
-
-
-def session(model, threads=1, level=LEVEL.ORT_ENABLE_ALL):
-    options = opforge.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.graph_optimization_level = level
-    return opforge.InferenceSession(model.SerializeToString(), options)
-
-
-def ops(sess):
-    return [op for _, op, _ in sess.node_providers()]
 
 
 def check(model, feeds, threads=1, packed=True):

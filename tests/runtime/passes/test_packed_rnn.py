@@ -12,6 +12,7 @@ import onnxruntime as ort
 import opforge
 from opforge.runtime.passes.pack_rnn_weights import pack_directions
 from tests.support.numeric import assert_close, assert_would_catch
+from tests.support.optimized import ops, session
 
 LEVEL = opforge.GraphOptimizationLevel
 rng = np.random.default_rng(0)
@@ -39,17 +40,6 @@ def rnn_model(op, seq, batch, inputs, hidden, direction, layout=0, opset=17, dty
     return model, {"x": rng.standard_normal(x_shape).astype(dtype)}
 
 
-def session(model, level=LEVEL.ORT_ENABLE_ALL, threads=1):
-    options = opforge.SessionOptions()
-    options.graph_optimization_level = level
-    options.intra_op_num_threads = threads
-    return opforge.InferenceSession(model.SerializeToString(), options)
-
-
-def ops(sess):
-    return [op for _, op, _ in sess.node_providers()]
-
-
 def test_packed_layout_is_gemm_packeds_panels_of_w_transposed():
     w = rng.standard_normal((2, 40, 7)).astype(np.float32)
     packed = pack_directions(w)
@@ -69,7 +59,7 @@ def test_packed_rnn_matches_onnxruntime_and_the_unpacked_kernel(op, direction, s
     assert ops(sess) == [f"Packed{op}"]
     got = sess.run(None, feed)
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feed)
-    plain = session(model, LEVEL.ORT_ENABLE_BASIC)
+    plain = session(model, level=LEVEL.ORT_ENABLE_BASIC)
     assert ops(plain) == [op]
     unpacked = plain.run(None, feed)
     for name, g, w, u in zip(("Y", "Y_h"), got, want, unpacked):
@@ -84,7 +74,7 @@ def test_packed_lstm_batch_first_two_threads():
     model, feed = rnn_model("LSTM", 16, 3, 50, 33, "bidirectional", layout=1, opset=14)
     sess = session(model, threads=2)
     assert ops(sess) == ["PackedLSTM"]
-    want = session(model, LEVEL.ORT_ENABLE_BASIC, threads=2).run(None, feed)
+    want = session(model, threads=2, level=LEVEL.ORT_ENABLE_BASIC).run(None, feed)
     for _ in range(3):
         for g, w in zip(sess.run(None, feed), want):
             assert_close(g, w, rtol=1e-5, atol=1e-5, where="batch-first PackedLSTM")
