@@ -98,7 +98,9 @@ SIZES = [(1, 16, 1), (1, 39, 17), (7, 17, 129), (17, 129, 7), (13, 33, 300), (12
 @pytest.mark.parametrize("m,n,k", SIZES)
 @pytest.mark.parametrize("act", ["", "Relu", "Gelu"])
 def test_packed_matmul_matches_float64(isa, m, n, k, act):
-    model, want = linear_model([m, k], k, n, bias_shape=(n,), act=act)
+    # a known single row stays on the GEMV (test_one_row_products_stay_unpacked): one row runs
+    # the packed tile where the rows are not known before the run
+    model, want = linear_model(["rows" if m == 1 else m, k], k, n, bias_shape=(n,), act=act)
     sess = session(model)
     assert ops(sess) == ["PackedMatMul"] and sess.pass_stats["pack_matmul_weights"] == 1
     a = randn(m, k)
@@ -139,12 +141,26 @@ def test_nan_passes_through_relu():
 def test_batched_a_with_broadcast_weights_and_bias(a_shape, bias_shape):
     model, want = linear_model(a_shape, 17, 33, bias_shape=bias_shape, act="Gelu")
     sess = session(model)
-    assert ops(sess) == ["PackedMatMul"]
+    assert ops(sess) == ["PackedMatMul"] if len(a_shape) > 1 else "PackedMatMul" not in ops(sess)  # 1-D A: one row
     a = randn(*a_shape)
     got = sess.run(None, {"a": a})[0]
     oracle = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"a": a})[0]
     check(got, want(a), f"A {a_shape}")
     assert_close(got, oracle, RTOL, scaled_atol(oracle, ATOL), "vs onnxruntime")
+
+
+@pytest.mark.parametrize("a_shape", [[1, 576], [1, 1, 576], [576]])
+def test_one_row_products_stay_unpacked(a_shape):
+    """A known single row of A keeps its MatMul, which takes the GEMV on W as it lies (a
+    classifier head, 576 -> 1024: faster than the packed tile); the same product with rows
+    unknown before the run packs."""
+    model, want = linear_model(a_shape, 576, 1024, bias_shape=(1024,))
+    sess = session(model)
+    assert "PackedMatMul" not in ops(sess) and sess.pass_stats["pack_matmul_weights"] == 0
+    a = randn(*a_shape)
+    check(sess.run(None, {"a": a})[0], want(a), f"one row {a_shape}")
+    model, _ = linear_model(["rows", 576], 576, 1024, bias_shape=(1024,))
+    assert ops(session(model)) == ["PackedMatMul"]
 
 
 def test_a_bias_that_grows_the_rank_stays_an_add():
