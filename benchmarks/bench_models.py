@@ -260,9 +260,11 @@ def main() -> None:
     chain = measure("add_chain_1000", add_chain(), args.threads, max(args.repeat, 50), args.block, clock=clock,
                     rounds=rounds)
     what = "CPU time per run" if args.cpu_time else "model latency"
-    how = (f"each runtime in {rounds} processes of its own timing at least {args.repeat} runs and "
-           f"{CHILD_SECONDS:.0f} s; ratio: the median of the rounds' ratios" if rounds else f"median of at least {args.repeat} runs in blocks of at least {args.block} runs and "
-           f"{BLOCK_SECONDS} s")
+    if rounds:
+        how = (f"each runtime in {rounds} processes of its own timing at least {args.repeat} runs and "
+               f"{CHILD_SECONDS:.0f} s; ratio: the median of the rounds' ratios")
+    else:
+        how = f"median of at least {args.repeat} runs in blocks of at least {args.block} runs and {BLOCK_SECONDS} s"
     print(f"\n{what}, {args.threads} thread(s), {how}")
     print_load("at end")
     print()

@@ -1,6 +1,7 @@
 """RNN, GRU and LSTM on constant float32 weights become com.opforge PackedRNN, PackedGRU and
 PackedLSTM: W^T packed once, at session creation, into the column panels opforge's GEMM tiles
-stream, which the input projections of every step read. The kernel packed W at every call before
+stream, which the input projections of every step read (sequences not known to be shorter than
+PACKED_ROWS rows). The kernel packed W at every call before
 (4 MB a run for a bidirectional LSTM over 1024 features: 9% of a CRNN's time, as much as its
 product); onnxruntime packs it once too. W stays for single steps, which take a GEMV."""
 from __future__ import annotations
@@ -15,6 +16,9 @@ from opforge.runtime.passes.rewrite import Uses, can_bind, constant, new_initial
 
 _PACKED = {"RNN": ("PackedRNN", 6), "GRU": ("PackedGRU", 6), "LSTM": ("PackedLSTM", 8)}
 """op -> (its packed form, the index of the packed weights' input)"""
+PACKED_ROWS = 8
+"""Steps times batch rows from which the kernel reads the packed weights (rnn.cpp's kPackedRows):
+a sequence known to be shorter (a streaming model's single step) keeps its op, and no copy of W."""
 
 
 def pack_directions(w: np.ndarray) -> np.ndarray:
@@ -43,8 +47,17 @@ def pack_rnn_weights(graph: Graph, context) -> int:
         w = constant(graph, node.inputs[1])
         if x is None or x.dtype != np.float32 or w is None or w.dtype != np.float32 or w.ndim != 3:
             continue
+        if _rows(x.shape) < PACKED_ROWS:
+            continue
         packed += _replace(graph, uses, context, node, w)
     return packed
+
+
+def _rows(shape) -> float:
+    """Steps times batch rows of X (either layout), or infinity where either is not known."""
+    if shape is None or len(shape) != 3 or not all(isinstance(d, int) for d in shape[:2]):
+        return float("inf")
+    return shape[0] * shape[1]
 
 
 def _replace(graph: Graph, uses: Uses, context, node: Node, w: np.ndarray) -> bool:
@@ -54,7 +67,7 @@ def _replace(graph: Graph, uses: Uses, context, node: Node, w: np.ndarray) -> bo
     name = new_initializer(graph, f"{node.inputs[1]}_packed", weights)
     context.types.values[name] = TensorType(np.dtype(np.float32), weights.shape)
     inputs = list(node.inputs[:at]) + [""] * (at - len(node.inputs)) + [name]
-    attrs = {k: v for k, v in node.attrs.items()}
+    attrs = dict(node.attrs)
     types = dict(node.attr_types)
     if "layout" not in attrs:   # before opset 14 there is no layout: time-major
         attrs["layout"], types["layout"] = 0, AttributeProto.INT

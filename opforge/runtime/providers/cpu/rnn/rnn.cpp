@@ -58,7 +58,8 @@ template <class T> void reset_hidden(const Run<T>& run, const T* xw_all, const T
   }
 }
 
-/// Steps (times batch rows) from which float input projections run on opforge's packed tiles.
+/// Steps (times batch rows) from which float input projections run on opforge's packed tiles
+/// (pack_rnn_weights.py's PACKED_ROWS: it does not pack W for sequences known to be shorter).
 constexpr int64_t kPackedRows = 8;
 
 /// xw (rows x G) = x @ W^T, the input projections of every step at once. float over several
@@ -69,15 +70,17 @@ template <class T> void project_inputs(const KernelContext& ctx, const Run<T>& r
                                        int64_t rows, int64_t G, T* xw) {
   const int64_t in = run.g.input;
   if constexpr (std::is_same_v<T, float>) {
-    if (rows >= kPackedRows && in > 0 && d.w_packed != nullptr)
-      return opforge_gemm::packed_product(ctx, run.x, in, d.w_packed, xw, rows, G, in);
     if (rows >= kPackedRows && in > 0) {
-      const size_t floats = size_t(opforge_gemm::packed_floats(G, in));
-      std::unique_ptr<float, decltype(&std::free)> packed(
-          static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64)), &std::free);
-      OPFORGE_CHECK(packed != nullptr, "out of memory packing W");
-      opforge_gemm::pack_rows(d.w, G, in, in, packed.get());
-      return opforge_gemm::packed_product(ctx, run.x, in, packed.get(), xw, rows, G, in);
+      std::unique_ptr<float, decltype(&std::free)> own(nullptr, &std::free);
+      const float* packed = d.w_packed;
+      if (packed == nullptr) {
+        const size_t floats = size_t(opforge_gemm::packed_floats(G, in));
+        own.reset(static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64)));
+        OPFORGE_CHECK(own != nullptr, "out of memory packing W");
+        opforge_gemm::pack_rows(d.w, G, in, in, own.get());
+        packed = own.get();
+      }
+      return opforge_gemm::packed_product(ctx, run.x, in, packed, xw, rows, G, in);
     }
   }
   opforge_nn::parallel_matmul(ctx, false, true, rows, G, in, T(1), run.x, in, d.w, in, T(0), xw, G);
