@@ -41,8 +41,10 @@ def pack_conv_weights(graph: Graph, context) -> int:
     """Rewrites each float32 2-D Conv or com.microsoft FusedConv (of one group; on AVX2 grouped ones
     too, depthwise ones aside) whose W is a constant initializer, and whose shape packing suits
     (see above), into PackedConv, where the built-in kernels were compiled with PackedConv's tiles (AVX-512F, or AVX2 with FMA) and
-    $OPFORGE_GEMM_ISA is not "blas" or "portable". The unpacked weights are dropped when nothing
-    else reads them. Returns how many nodes were packed."""
+    $OPFORGE_GEMM_ISA is not "blas" or "portable". A HardSwish that alone reads the output of a
+    conv without an activation becomes the PackedConv's activation (onnxruntime's FusedConv has
+    none of its own, so only here). The unpacked weights are dropped when nothing else reads
+    them. Returns how many nodes were packed."""
     tiles = _kernel_tiles()
     if config.gemm_isa() in ("blas", "portable") or tiles is None:
         return 0
@@ -113,12 +115,18 @@ def _replace(graph: Graph, uses: Uses, context, node: Node, w: np.ndarray) -> bo
     if group != 1:
         attrs["group"] = int(group)
     attrs.update({key: node.attrs[key] for key in _COPIED if key in node.attrs})
-    fused = Node(node.name, "PackedConv", OPFORGE, inputs, list(node.outputs), attrs,
+    replaced, outputs = [node], list(node.outputs)
+    hard_swish = None if attrs.get("activation") else uses.only_reader(node.outputs[0])
+    if hard_swish is not None and (hard_swish.domain, hard_swish.op_type) == ("", "HardSwish"):
+        # PackedConv's own activation (FusedConv has no HardSwish): MobileNetV3's convs end in it
+        attrs["activation"] = "HardSwish"
+        replaced, outputs = [node, hard_swish], [hard_swish.outputs[0]] + outputs[1:]
+    fused = Node(node.name, "PackedConv", OPFORGE, inputs, outputs, attrs,
                  attr_types={key: _ATTR_TYPES[key] for key in attrs})
     if not can_bind(context, fused):
         del graph.initializers[name]
         return False
-    uses.replace([node], fused)
+    uses.replace(replaced, fused)
     if constant(graph, node.inputs[1]) is not None and uses.unread(node.inputs[1]):
         del graph.initializers[node.inputs[1]]
     return True

@@ -277,3 +277,64 @@ def test_small_1x1_convs_read_in_place():
     with paths_taken() as taken:
         check(conv_model(x_shape, w_shape), feeds(x_shape))
     assert not any(path.startswith("conv.packed.position_rows") for path in taken), sorted(taken)
+
+
+def with_hard_swish(model, also_output=False):
+    """``model`` with a HardSwish reading its conv's output y (which stays a graph output too
+    where ``also_output``)."""
+    graph = model.graph
+    graph.node[0].output[0] = "c"
+    graph.node.append(helper.make_node("HardSwish", ["c"], ["y"]))
+    if also_output:
+        graph.output.append(tensor("c", None))
+    return model
+
+
+# one case per AVX2 way of reading the input (position tiles, row tiles, position rows), and a
+# strided one with Z and two threads
+HARD_SWISH = {
+    "position_tiles": (CASES["3x3"], "Conv", False),
+    "row_tiles": (ROW_TILES["1x1_m16_k64"], "Conv", False),
+    "position_rows_z": (POSITION_ROWS["1x1_pads"], "FusedConv", True),
+    "stride2_pads_z": (CASES["stride2_pads"], "FusedConv", True),
+}
+
+
+@pytest.mark.parametrize("case", list(HARD_SWISH))
+@pytest.mark.parametrize("threads", [1, 2])
+def test_hard_swish_becomes_the_packed_conv_activation(case, threads):
+    """MobileNetV3's convs end in HardSwish, which onnxruntime's FusedConv lacks: PackedConv
+    takes it as its activation (x * clip(x / 6 + 1/2, 0, 1)), in registers on each read path."""
+    (x_shape, w_shape, attrs), op, z = HARD_SWISH[case]
+    model = with_hard_swish(conv_model(x_shape, w_shape, op=op, z=z, **attrs))
+    feed = feeds(x_shape, out_shape(x_shape, w_shape, attrs) if z else None)
+    sess = session(model, threads)
+    assert ops(sess) == ["PackedConv"]
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    assert (want < 0).any() and (want > 0).any() and (want == 0).sum() < want.size // 2  # both sides of the knee
+    for _ in range(2):
+        got = sess.run(None, feed)[0]
+        assert_close(got, want, RTOL, scaled_atol(want, ATOL), "PackedConv + HardSwish vs onnxruntime")
+    assert_would_catch(got, want, RTOL, scaled_atol(want, ATOL), "PackedConv + HardSwish vs onnxruntime")
+
+
+def test_hard_swish_stays_where_its_input_is_needed_or_activated():
+    x_shape, w_shape, attrs = CASES["3x3"]
+    # the conv's own output is a graph output too: the HardSwish runs on its own
+    model = with_hard_swish(conv_model(x_shape, w_shape, **attrs), also_output=True)
+    assert ops(session(model)) == ["PackedConv", "HardSwish"]
+    got = session(model).run(None, feeds(x_shape))
+    assert got[0].shape == got[1].shape and not np.array_equal(got[0], got[1])
+    # a conv fused with Relu first keeps it; the HardSwish after it stays
+    model = with_hard_swish(conv_model(x_shape, w_shape, op="FusedConv", activation="Relu", **attrs))
+    assert ops(session(model)) == ["PackedConv", "HardSwish"]
+
+
+def test_fused_conv_has_no_hard_swish():
+    """com.microsoft FusedConv keeps onnxruntime's activations (HardSwish is PackedConv's alone)."""
+    x_shape, w_shape, attrs = CASES["3x3"]
+    model = conv_model(x_shape, w_shape, op="FusedConv", activation="HardSwish", **attrs)
+    with pytest.raises(opforge.OpforgeError, match="HardSigmoid, got 'HardSwish'"):
+        session(model, level=LEVEL.ORT_DISABLE_ALL).run(None, feeds(x_shape))

@@ -31,6 +31,10 @@ __attribute__((always_inline)) inline __m256 activate(__m256 v, const Epilogue& 
       const __m256 y = _mm256_fmadd_ps(v, _mm256_set1_ps(e.a), _mm256_set1_ps(e.b));
       return _mm256_min_ps(_mm256_set1_ps(1.f), _mm256_max_ps(zero, y));
     }
+    case Activation::HardSwish: {
+      const __m256 y = _mm256_fmadd_ps(v, _mm256_set1_ps(e.a), _mm256_set1_ps(e.b));
+      return _mm256_mul_ps(v, _mm256_min_ps(_mm256_set1_ps(1.f), _mm256_max_ps(zero, y)));
+    }
     default:
       return v;
   }

@@ -8,7 +8,7 @@
 
 namespace opforge_conv {
 
-Epilogue epilogue_of(const std::string& name, const std::vector<float>& params) {
+Epilogue epilogue_of(const std::string& name, const std::vector<float>& params, bool hard_swish) {
   struct Known {
     const char* name;
     Activation act;
@@ -18,6 +18,12 @@ Epilogue epilogue_of(const std::string& name, const std::vector<float>& params) 
                                 {"Tanh", Activation::Tanh, 0},      {"Sigmoid", Activation::Sigmoid, 0},
                                 {"LeakyRelu", Activation::LeakyRelu, 1}, {"Clip", Activation::Clip, 2},
                                 {"HardSigmoid", Activation::HardSigmoid, 2}};
+  if (hard_swish && name == "HardSwish") {
+    Epilogue e;
+    e.act = Activation::HardSwish;
+    e.a = 1.f / 6.f, e.b = 0.5f;
+    return e;
+  }
   for (const Known& k : known) {
     if (name != k.name) continue;
     OPFORGE_CHECK(params.size() >= k.params, "activation '", name, "' needs ", int64_t(k.params),
@@ -29,7 +35,7 @@ Epilogue epilogue_of(const std::string& name, const std::vector<float>& params) 
     return e;
   }
   throw opforge::Error(opforge::str("attribute 'activation' must be one of Relu, Tanh, Sigmoid, LeakyRelu, Clip, "
-                                    "HardSigmoid, got '", name, "'"));
+                                    "HardSigmoid", hard_swish ? ", HardSwish" : "", ", got '", name, "'"));
 }
 
 namespace {

@@ -73,7 +73,7 @@ ConvShape packed_shape(const Ctx& ctx) {
 }
 
 void packed_conv_infer(InferContext& ctx) {
-  epilogue_attrs(ctx);
+  epilogue_attrs(ctx, true);
   const ConvShape s = packed_shape(ctx);
   const std::vector<int64_t> out = conv_output_dims(s);
   if (ctx.has_input(3)) {
@@ -682,7 +682,7 @@ void run_task(const Job& job, int64_t image, int64_t panel, int64_t b0, int64_t 
 
 void packed_conv_compute(KernelContext& ctx) {
   OPFORGE_KERNEL_PATH("conv.packed");
-  const Epilogue e = epilogue_attrs(ctx);
+  const Epilogue e = epilogue_attrs(ctx, true);
   const ConvShape s = packed_shape(ctx);
   const Tensor x = ctx.input(0), y = ctx.output(0);
   if (y.numel() == 0) return;
@@ -777,7 +777,7 @@ OPFORGE_OP(PackedConv)
     .required_attr("M", opforge::AttrType::Int, "output channels (the packed panels are padded to 32)")
     .required_attr("kernel_shape", opforge::AttrType::Ints, "the kernel's spatial dims")
     .attr("group", int64_t(1), "groups of input and output channels, each packed into panels of its own")
-    .attr("activation", "", "Relu, Tanh, Sigmoid, LeakyRelu, Clip, HardSigmoid, or empty for none")
+    .attr("activation", "", "Relu, Tanh, Sigmoid, LeakyRelu, Clip, HardSigmoid, HardSwish, or empty for none")
     .optional_attr("activation_params", opforge::AttrType::Floats,
                    "LeakyRelu: alpha; Clip: min, max; HardSigmoid: alpha, beta")
     .attr("auto_pad", "NOTSET")

@@ -72,12 +72,14 @@ inline std::vector<int64_t> conv_output_dims(const ConvShape& s) {
   return out;
 }
 
-/// FusedConv's activations (onnxruntime's names); Conv has none.
-enum class Activation { None, Relu, Tanh, Sigmoid, LeakyRelu, Clip, HardSigmoid };
+/// FusedConv's activations (onnxruntime's names); Conv has none. HardSwish is PackedConv's
+/// alone (onnxruntime's FusedConv has none, and a saved graph's FusedConv must load there).
+enum class Activation { None, Relu, Tanh, Sigmoid, LeakyRelu, Clip, HardSigmoid, HardSwish };
 
 /// What is applied to each output element after the convolution's sum, in this order:
 /// + bias[channel], + z[element], then the activation with parameters a, b
-/// (LeakyRelu: alpha; Clip: min, max; HardSigmoid: alpha, beta).
+/// (LeakyRelu: alpha; Clip: min, max; HardSigmoid: alpha, beta; HardSwish: 1/6, 1/2, ONNX's
+/// x * HardSigmoid(x) with those).
 struct Epilogue {
   Activation act = Activation::None;
   float a = 0.f, b = 0.f;
@@ -88,6 +90,7 @@ struct Epilogue {
       case Activation::LeakyRelu: return v < T(0) ? T(a) * v : v;
       case Activation::Clip: return std::min(std::max(v, T(a)), T(b));
       case Activation::HardSigmoid: return std::min(std::max(T(a) * v + T(b), T(0)), T(1));
+      case Activation::HardSwish: return v * std::min(std::max(T(a) * v + T(b), T(0)), T(1));
       case Activation::Sigmoid: return T(1) / (T(1) + std::exp(-v));
       case Activation::Tanh: return std::tanh(v);
       default: return v;
@@ -98,7 +101,7 @@ struct Epilogue {
 /// The activations cheap enough to apply in registers; Sigmoid and Tanh run after the store.
 inline bool in_register(Activation a) {
   return a == Activation::None || a == Activation::Relu || a == Activation::LeakyRelu ||
-         a == Activation::Clip || a == Activation::HardSigmoid;
+         a == Activation::Clip || a == Activation::HardSigmoid || a == Activation::HardSwish;
 }
 
 /// How the AVX2 epilogues apply an activation in registers: 0 not at all (none, or one applied
@@ -114,16 +117,16 @@ inline bool overlap(const void* a, int64_t an, const void* b, int64_t bn) {
 }
 
 /// The epilogue of FusedConv's (onnxruntime's) activation name and activation_params; throws
-/// for an unknown name or too few parameters.
-Epilogue epilogue_of(const std::string& name, const std::vector<float>& params);
+/// for an unknown name or too few parameters. `hard_swish`: HardSwish is known too (PackedConv).
+Epilogue epilogue_of(const std::string& name, const std::vector<float>& params, bool hard_swish = false);
 
 /// The epilogue a fused node's attributes 'activation' and 'activation_params' name (FusedConv,
-/// PackedConv); throws for one it does not know.
+/// PackedConv, which also knows HardSwish); throws for one it does not know.
 template <class Ctx>
-Epilogue epilogue_attrs(const Ctx& ctx) {
+Epilogue epilogue_attrs(const Ctx& ctx, bool hard_swish = false) {
   std::vector<float> params;
   if (ctx.has_attr("activation_params")) params = ctx.template attr<std::vector<float>>("activation_params");
-  return epilogue_of(ctx.template attr<std::string>("activation"), params);
+  return epilogue_of(ctx.template attr<std::string>("activation"), params, hard_swish);
 }
 
 /// Whether conv_gemm_f32 has tiles for this build's CPU (AVX-512).

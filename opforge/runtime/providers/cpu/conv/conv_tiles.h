@@ -65,6 +65,10 @@ __attribute__((always_inline)) inline __m512 activate(__m512 v, const Epilogue& 
       const __m512 y = _mm512_fmadd_ps(v, _mm512_set1_ps(e.a), _mm512_set1_ps(e.b));
       return vmin(_mm512_set1_ps(1.f), vmax(zero, y));
     }
+    case Activation::HardSwish: {
+      const __m512 y = _mm512_fmadd_ps(v, _mm512_set1_ps(e.a), _mm512_set1_ps(e.b));
+      return _mm512_mul_ps(v, vmin(_mm512_set1_ps(1.f), vmax(zero, y)));
+    }
     default:
       return v;
   }
