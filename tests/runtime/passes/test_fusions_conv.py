@@ -233,9 +233,9 @@ def fused_conv_model(x_shape, w_shape, z=True, dtype=np.float32, **attrs):
 
 
 def ort_conv_shape(x_shape, w_shape, attrs):
-    pads, strides = attrs.get("pads", [0] * 4), attrs.get("strides", [1, 1])
-    return [x_shape[0], w_shape[0]] + [(x_shape[2 + i] + pads[i] + pads[i + 2] - w_shape[2 + i]) // strides[i] + 1
-                                       for i in range(2)]
+    pads, strides, dil = attrs.get("pads", [0] * 4), attrs.get("strides", [1, 1]), attrs.get("dilations", [1, 1])
+    return [x_shape[0], w_shape[0]] + [
+        (x_shape[2 + i] + pads[i] + pads[i + 2] - dil[i] * (w_shape[2 + i] - 1) - 1) // strides[i] + 1 for i in range(2)]
 
 
 CASES = {
@@ -277,6 +277,10 @@ CASES = {
     # just past what the in-place paths take (they would compute these wrongly): the padded copy
     "depthwise_stride2_pad2": ((1, 4, 9, 20), (4, 1, 3, 3), dict(pads=[2, 2, 2, 2], strides=[2, 2], group=4)),
     "depthwise_5x5_stride2_pad0": ((1, 4, 12, 40), (4, 1, 5, 5), dict(strides=[2, 2], group=4)),
+    # dilated taps of stride 2 (3 along rows: a tap's inputs start on even and odd columns in
+    # turn), pads of 3 before a row of 23
+    "depthwise_stride2_dilated": ((1, 4, 11, 23), (4, 1, 3, 3),
+                                  dict(pads=[1, 3, 1, 3], strides=[2, 2], dilations=[2, 3], group=4)),
     # a padded input over 4 MB and few output channels: tiles read the input in place
     "large_plane": ((1, 64, 130, 130), (16, 64, 3, 3), dict(pads=[1, 1, 1, 1])),
 }
@@ -288,6 +292,7 @@ DEPTHWISE_PATHS = {
     "depthwise_stride2_mixed_pads": "stride2_3x3", "depthwise_5x5": "same5x5", "depthwise_7x7": "same7x7",
     "depthwise_5x5_stride2": "stride2_5x5", "depthwise_5x5_stride2_tf_same": "stride2_5x5",
     "depthwise_stride2_pad2": "padded", "depthwise_5x5_stride2_pad0": "padded",
+    "depthwise_stride2_dilated": "padded",
     "depthwise_narrow": "same3x3", "depthwise_3wide": "same3x3", "depthwise_14": "same3x3",
     "depthwise_stride2_to_7": "stride2_3x3"}
 DEPTHWISE_ISAS = ("avx512", "avx2")   # the instruction sets with depthwise paths (conv_depthwise_*.cpp)
