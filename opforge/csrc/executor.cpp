@@ -474,6 +474,7 @@ constexpr uint64_t kAdaptFirst = 2;      // the first runs warm the caches: not 
 constexpr uint64_t kAdaptTrials = 4;     // measured runs each way (with workers, alone)
 constexpr int64_t kNever = INT64_MAX;
 constexpr double kAloneMargin = 1.25;    // a step runs alone where that is this much faster
+constexpr double kAloneRunMargin = 1.05; // every step runs alone where whole runs were this much faster
 }  // namespace
 
 struct Plan::StepThreads {
@@ -487,13 +488,15 @@ struct Plan::StepThreads {
 /// are whole).
 void Plan::adapt_threads(uint64_t phase, bool ok) {
   if (phase + 1 != kAdaptFirst + 2 * kAdaptTrials || !ok) return;
+  const int64_t run_with = run_best_[0].load(std::memory_order_relaxed), run_alone = run_best_[1].load(std::memory_order_relaxed);
+  const bool plan_solo = run_alone < kNever && run_with < kNever && double(run_alone) * kAloneRunMargin < double(run_with);
   bool all_solo = true;
   for (size_t i = 0; i < steps_.size(); ++i) {
     StepThreads& t = step_threads_[i];
     const int64_t with = t.best[0].load(std::memory_order_relaxed), alone = t.best[1].load(std::memory_order_relaxed);
     // alone only when clearly faster: 4 runs each way on a quiet machine still leave steps that
     // gain from the workers measured a little faster without them now and then
-    const bool solo = alone < kNever && alone * kAloneMargin < with;
+    const bool solo = plan_solo || (alone < kNever && alone * kAloneMargin < with);
     t.solo.store(solo, std::memory_order_relaxed);
     all_solo = all_solo && (solo || !steps_[i].op);
   }
@@ -518,12 +521,15 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
       threads_ready_.store(true, std::memory_order_release);
     });
     phase = runs_.fetch_add(1, std::memory_order_relaxed) % kAdaptPeriod;
-    if (phase == kAdaptFirst)
+    if (phase == kAdaptFirst) {
       for (size_t i = 0; i < steps_.size(); ++i) step_threads_[i].best[0] = step_threads_[i].best[1] = kNever;
+      run_best_[0] = run_best_[1] = kNever;
+    }
   }
   const bool measuring = adapt && phase >= kAdaptFirst && phase < kAdaptFirst + 2 * kAdaptTrials;
   const bool alone = (phase & 1) != 0;  // how a measuring run runs its steps
-  if (pool_ && !(all_solo_.load(std::memory_order_relaxed) && !measuring))
+  const auto run_started = measuring ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  if (pool_ && (measuring ? !alone : !all_solo_.load(std::memory_order_relaxed)))
     pool_->prewake();  // the workers wake while the feeds are bound
   std::vector<py::object> hooks;  // per slot: the callable observing it, when any
   if (!observe.is_none()) {
@@ -612,6 +618,13 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
   if (!r.times.empty()) {
     std::lock_guard<std::mutex> lock(profile_mu_);
     profile_.insert(profile_.end(), r.times.begin(), r.times.end());
+  }
+  if (measuring && failure.message.empty()) {
+    const int64_t ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - run_started).count();
+    std::atomic<int64_t>& best = run_best_[alone ? 1 : 0];
+    for (int64_t seen = best.load(std::memory_order_relaxed); ns < seen && !best.compare_exchange_weak(seen, ns);) {
+    }
   }
   if (adapt) adapt_threads(phase, failure.message.empty());
   if (failure.cancelled)

@@ -131,7 +131,11 @@ class Plan {
   /// (ThreadPool::Solo), runs alternating, and from then on runs alone the steps that were
   /// clearly faster that way at their best. Where a second vCPU does not add speed (an SMT
   /// sibling, a core another process holds), the steps it slowed run alone; nothing else
-  /// changes, results included.
+  /// changes, results included. The measuring runs are timed whole too (an alone one wakes no
+  /// worker): where the runs alone were faster at their best, every step runs alone and no
+  /// worker is woken at all. A plan of many small steps (an If or Loop body of a batch-1 model)
+  /// lost more to waking the worker, a syscall and an interrupt to another vCPU for each step
+  /// that found it asleep, than its steps gained from it.
   struct StepThreads;
   void adapt_threads(uint64_t phase, bool ok);
 
@@ -149,6 +153,7 @@ class Plan {
   std::atomic<bool> threads_ready_{false};       // step_threads_ is made
   std::atomic<uint64_t> runs_{0};
   std::atomic<bool> all_solo_{false};             // no step uses the workers: none is woken
+  std::atomic<int64_t> run_best_[2] = {INT64_MAX, INT64_MAX};  // measuring runs' best ns, with workers / alone
   bool profiling_ = false;
   std::mutex profile_mu_;
   std::vector<std::tuple<int, double, double>> profile_;

@@ -1,8 +1,9 @@
 """A compiled plan measures each step with its pool's workers and on the running thread alone,
 and runs alone the steps clearly faster that way (csrc/executor.cpp, Plan::adapt_threads): a step
 the workers slow down (a second vCPU that is an SMT sibling or busy elsewhere) runs alone, one
-they speed up keeps them, and no result changes meanwhile. Sleeps stand in for slow and fast
-workers, so the times the plan compares differ by milliseconds whatever the machine's load."""
+they speed up keeps them, and no result changes meanwhile. Whole runs are compared too: where
+they were faster alone, every step runs alone. Sleeps stand in for slow and fast workers, so the
+times the plan compares differ by milliseconds whatever the machine's load."""
 import numpy as np
 import pytest
 from onnx import helper, numpy_helper
@@ -17,9 +18,11 @@ def model(nodes, inputs, outputs, initializers=()):
     proto.ir_version = 9
     return proto
 
-# late_workers: split in two chunks, the caller's waits for the other to start (so a worker
-# must take it) and a worker sleeps in it; run alone (one call over both) nothing waits.
-# slow_chunks: every chunk sleeps, so two threads halve the step's time.
+# Each op splits in two chunks; with workers, the caller's waits for the other to start (so a
+# worker must take it). late_workers: a worker sleeps 4 ms in its chunk; run alone (one call over
+# both) nothing waits. mild_workers: a worker's chunk sleeps 2.3 ms, the call alone 2 ms: each
+# step a little slower with the workers (less than a step needs to run alone), many of them
+# clearly. slow_chunks: every chunk sleeps, so two threads halve the step's time.
 OPS = r"""
 #include <atomic>
 #include <chrono>
@@ -27,23 +30,36 @@ OPS = r"""
 #include <thread>
 #include <opforge/op.h>
 
-static void late_workers(opforge::KernelContext& ctx) {
+static void two_chunks(opforge::KernelContext& ctx, int alone_us, int worker_us) {
   const auto caller = std::this_thread::get_id();
-  const float* x = ctx.input(0).data<float>();
-  float* y = ctx.output(0).data<float>();
-  const int64_t n = ctx.input(0).numel();
   std::atomic<bool> second_started{false};
   ctx.parallel_for(2, 1, [&](int64_t b, int64_t e) {
-    if (e - b == 1 && b == 1) {
+    if (e - b == 2) {  // alone: one call over both
+      std::this_thread::sleep_for(std::chrono::microseconds(alone_us));
+    } else if (b == 1) {
       second_started = true;
-      if (std::this_thread::get_id() != caller) std::this_thread::sleep_for(std::chrono::milliseconds(4));
-    } else if (e - b == 1) {  // the caller's chunk: a worker must take the other
+      if (std::this_thread::get_id() != caller) std::this_thread::sleep_for(std::chrono::microseconds(worker_us));
+    } else {  // the caller's chunk: a worker must take the other
       const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
       while (!second_started && std::chrono::steady_clock::now() < until) std::this_thread::yield();
     }
-    for (int64_t half = b; half < e; ++half)
-      for (int64_t i = half * n / 2; i < (half + 1) * n / 2; ++i) y[i] = x[i] + 1.f;
   });
+}
+
+static void add(opforge::KernelContext& ctx, float v) {
+  const float* x = ctx.input(0).data<float>();
+  float* y = ctx.output(0).data<float>();
+  for (int64_t i = 0; i < ctx.input(0).numel(); ++i) y[i] = x[i] + v;
+}
+
+static void late_workers(opforge::KernelContext& ctx) {
+  two_chunks(ctx, 0, 4000);
+  add(ctx, 1.f);
+}
+
+static void mild_workers(opforge::KernelContext& ctx) {
+  two_chunks(ctx, 2000, 2300);
+  add(ctx, -1.f);
 }
 
 static void slow_chunks(opforge::KernelContext& ctx) {
@@ -52,7 +68,7 @@ static void slow_chunks(opforge::KernelContext& ctx) {
   const int64_t n = ctx.input(0).numel();
   ctx.parallel_for(2, 1, [&](int64_t b, int64_t e) {
     for (int64_t half = b; half < e; ++half) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(4));
+      std::this_thread::sleep_for(std::chrono::milliseconds(8));
       for (int64_t i = half * n / 2; i < (half + 1) * n / 2; ++i) y[i] = x[i] * 2.f;
     }
   });
@@ -62,6 +78,8 @@ OPFORGE_OP(late_workers).domain("com.threads").input("X", {opforge::f32}).output
     .infer(opforge::same_as_input0).compute(late_workers);
 OPFORGE_OP(slow_chunks).domain("com.threads").input("X", {opforge::f32}).output("Y")
     .infer(opforge::same_as_input0).compute(slow_chunks);
+OPFORGE_OP(mild_workers).domain("com.threads").input("X", {opforge::f32}).output("Y")
+    .infer(opforge::same_as_input0).compute(mild_workers);
 """
 
 
@@ -91,6 +109,20 @@ def test_steps_the_workers_slow_run_alone_and_the_others_keep_them(thread_ops):
     assert "late" in plan.dump() and "alone" in plan.dump()
     for _ in range(3):
         np.testing.assert_array_equal(sess.run(None, {"x": x})[0], (x + 1) * 2)
+
+
+def test_a_plan_whose_runs_were_faster_alone_runs_every_step_alone(thread_ops):
+    """Four steps each 1.15x slower with the workers: none alone is slow enough to leave them,
+    together the whole run is; after the measurement every step runs alone."""
+    names = ["x", "a", "b", "c", "y"]
+    nodes = [helper.make_node("mild_workers", [names[i]], [names[i + 1]], name=f"mild{i}", domain="com.threads")
+             for i in range(4)]
+    sess = session(model(nodes, [tensor("x", [16])], [tensor("y", None)]), threads=2, custom_ops=[thread_ops])
+    x = np.arange(16, dtype=np.float32)
+    for _ in range(12):
+        np.testing.assert_array_equal(sess.run(None, {"x": x})[0], x - 4)
+    plan = sess.memory_plan({"x": x})
+    assert plan.core.alone_steps == [0, 1, 2, 3], plan.dump()
 
 
 def test_one_thread_plans_measure_nothing(thread_ops):
