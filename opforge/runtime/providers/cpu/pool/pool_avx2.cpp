@@ -53,37 +53,52 @@ std::vector<float> inverse_counts(const PoolPlan& plan, bool include_pad) {
   return inv;
 }
 
-/// One plane from its padded copy: the output vectors kGroup at a time. Taps: the tap count
-/// when fixed at compile time (2x2, 3x3), else 0.
+/// Output vectors [v0, v0 + G) of one plane from its padded copy xp (inv: 1 / each output's
+/// count, for averages). Each vector's source comes from its own entry, none clamped to a last
+/// one: with the clamp (a plane's last group may be short), GCC worked the addresses out in
+/// vector registers, some 20 instructions between each group and its loads.
+template <int Step, int Taps, bool Max, int G>
+__attribute__((always_inline)) inline void run_group(const Padded& p, const std::vector<OutVector>& vecs,
+                                                     const float* xp, const float* inv, int64_t out, float* y,
+                                                     size_t v0) {
+  const int64_t n = Taps > 0 ? Taps : int64_t(p.tapoff.size());
+  const int64_t* off = p.tapoff.data();
+  __m256 acc[G];
+  const float* src[G];
+#pragma GCC unroll 4
+  for (int i = 0; i < G; ++i) {
+    acc[i] = _mm256_set1_ps(Max ? -std::numeric_limits<float>::infinity() : 0.f);
+    src[i] = xp + vecs[v0 + size_t(i)].src;
+  }
+#pragma GCC unroll 9
+  for (int64_t t = 0; t < n; ++t)
+#pragma GCC unroll 4
+    for (int i = 0; i < G; ++i) acc[i] = combine<Max>(acc[i], taps_unordered<Step>(src[i] + off[t]));
+#pragma GCC unroll 4
+  for (int i = 0; i < G; ++i) {
+    acc[i] = in_order<Step>(acc[i]);
+    const OutVector& v = vecs[v0 + size_t(i)];
+    if (store_whole(vecs, v0 + size_t(i), out)) {
+      _mm256_storeu_ps(y + v.y, Max ? acc[i] : _mm256_mul_ps(acc[i], _mm256_loadu_ps(inv + v.y)));
+    } else {
+      const __m256i m = first_lanes(v.lanes);
+      _mm256_maskstore_ps(y + v.y, m, Max ? acc[i] : _mm256_mul_ps(acc[i], _mm256_maskload_ps(inv + v.y, m)));
+    }
+  }
+}
+
+/// One plane from its padded copy: the output vectors kGroup at a time, then the last few.
+/// Taps: the tap count when fixed at compile time (2x2, 3x3), else 0.
 template <int Step, int Taps, bool Max>
 void run_plane(const Padded& p, const std::vector<OutVector>& vecs, const float* xp, const float* inv, int64_t out,
                float* y) {
-  const int64_t n = Taps > 0 ? Taps : int64_t(p.tapoff.size());
-  const int64_t* off = p.tapoff.data();
-  const __m256 fill = _mm256_set1_ps(Max ? -std::numeric_limits<float>::infinity() : 0.f);
-  for (size_t v0 = 0; v0 < vecs.size(); v0 += kGroup) {
-    const int g = int(std::min<size_t>(kGroup, vecs.size() - v0));
-    __m256 acc[kGroup];
-    const float* src[kGroup];
-#pragma GCC unroll 4
-    for (int i = 0; i < kGroup; ++i) {
-      acc[i] = fill;
-      src[i] = xp + vecs[v0 + size_t(std::min(i, g - 1))].src;
-    }
-#pragma GCC unroll 9
-    for (int64_t t = 0; t < n; ++t)
-#pragma GCC unroll 4
-      for (int i = 0; i < kGroup; ++i) acc[i] = combine<Max>(acc[i], taps_unordered<Step>(src[i] + off[t]));
-    for (int i = 0; i < g; ++i) {
-      acc[i] = in_order<Step>(acc[i]);
-      const OutVector& v = vecs[v0 + size_t(i)];
-      if (store_whole(vecs, v0 + size_t(i), out)) {
-        _mm256_storeu_ps(y + v.y, Max ? acc[i] : _mm256_mul_ps(acc[i], _mm256_loadu_ps(inv + v.y)));
-      } else {
-        const __m256i m = first_lanes(v.lanes);
-        _mm256_maskstore_ps(y + v.y, m, Max ? acc[i] : _mm256_mul_ps(acc[i], _mm256_maskload_ps(inv + v.y, m)));
-      }
-    }
+  size_t v0 = 0;
+  for (; v0 + kGroup <= vecs.size(); v0 += kGroup) run_group<Step, Taps, Max, kGroup>(p, vecs, xp, inv, out, y, v0);
+  switch (vecs.size() - v0) {
+    case 3: return run_group<Step, Taps, Max, 3>(p, vecs, xp, inv, out, y, v0);
+    case 2: return run_group<Step, Taps, Max, 2>(p, vecs, xp, inv, out, y, v0);
+    case 1: return run_group<Step, Taps, Max, 1>(p, vecs, xp, inv, out, y, v0);
+    default: return;
   }
 }
 
