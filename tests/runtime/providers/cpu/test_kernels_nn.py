@@ -92,6 +92,37 @@ def test_one_row_products(kernels, k):
     assert_path(taken, "gemv.f32", ("avx512", "avx2"))
 
 
+# one-row (and one-column) products large enough that a session of 2 threads splits them:
+# (op, A, B, attributes); the matrix from 256K floats, 32 columns or rows a block at least
+SPLIT_PRODUCTS = {
+    "gemm_head": ("Gemm", (1, 576), (1024, 576), dict(transB=1)),   # a classifier head's first layer
+    "matmul_row": ("MatMul", (1, 700), (700, 500), {}),
+    "matmul_column": ("MatMul", (600, 512), (512, 1), {}),
+}
+
+
+@pytest.mark.parametrize("case", list(SPLIT_PRODUCTS))
+def test_one_row_products_split_between_threads(case):
+    """A product streaming a large matrix once is bound by memory: on 2 threads each takes a
+    block of its columns (rows, for one column); the result is the float64 product's, and the
+    same bits on every run (the plan's runs alone split it alike)."""
+    op, a_shape, b_shape, attrs = SPLIT_PRODUCTS[case]
+    a, b = rand(*a_shape), rand(*b_shape)
+    inputs = [helper.make_tensor_value_info(n, 1, list(x.shape)) for n, x in (("a", a), ("b", b))]
+    graph = helper.make_graph([helper.make_node(op, ["a", "b"], ["y"], **attrs)], "g", inputs,
+                              [helper.make_empty_tensor_value_info("y")])
+    options = opforge.SessionOptions()
+    options.intra_op_num_threads = 2
+    sess = opforge.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+                                    .SerializeToString(), options)
+    want = (a.astype(np.float64) @ (b.T if attrs.get("transB") else b).astype(np.float64)).astype(np.float32)
+    first = sess.run(None, {"a": a, "b": b})[0]
+    assert_close(first, want, 1e-5, 1e-5 * np.abs(want).max(), case)
+    assert_would_catch(first, want, 1e-5, 1e-5 * np.abs(want).max(), case)
+    for _ in range(12):
+        assert np.array_equal(sess.run(None, {"a": a, "b": b})[0], first)
+
+
 def test_gemm_empty_inner_dim(kernels):
     # onnxruntime returns C unscaled here; ONNX (and its reference) give beta * C.
     got = kernels.op("Gemm", version=13)(rand(3, 0), rand(0, 4), np.ones(4, np.float32), beta=0.5)

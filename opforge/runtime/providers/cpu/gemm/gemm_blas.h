@@ -102,8 +102,11 @@ void parallel_matmul(const opforge::KernelContext& ctx, bool ta, bool tb, int64_
   const int64_t threads = ctx.num_threads();
   const bool split_rows = m >= n;
   const int64_t extent = split_rows ? m : n;
-  // Blocks of at least 32 rows or columns, and no split below ~1 MFLOP per block.
-  const int64_t blocks = std::min({threads, extent / 32, m * n * k / (1 << 19)});
+  // Blocks of at least 32 rows or columns, and no split below ~1 MFLOP per block; a one-row (or
+  // one-column) product streams its matrix once, bound by memory more than by its FMAs: split
+  // from 128K floats (512 KB) of matrix a block.
+  const bool gemv = m == 1 || n == 1;
+  const int64_t blocks = std::min({threads, extent / 32, m * n * k / (gemv ? int64_t(1) << 17 : int64_t(1) << 19)});
   if (blocks <= 1) return matmul(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   const int64_t block = (extent + blocks - 1) / blocks;
   ctx.parallel_for(blocks, 1, [&](int64_t begin, int64_t end) {
