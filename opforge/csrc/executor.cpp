@@ -475,6 +475,13 @@ constexpr uint64_t kAdaptTrials = 4;     // measured runs each way (with workers
 constexpr int64_t kNever = INT64_MAX;
 constexpr double kAloneMargin = 1.25;    // a step runs alone where that is this much faster
 constexpr double kAloneRunMargin = 1.05; // every step runs alone where whole runs were this much faster
+
+/// best = min(best, the nanoseconds since t0), for runs measured at once on several threads.
+void keep_best(std::atomic<int64_t>& best, std::chrono::steady_clock::time_point t0) {
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+  for (int64_t seen = best.load(std::memory_order_relaxed); ns < seen && !best.compare_exchange_weak(seen, ns);) {
+  }
+}
 }  // namespace
 
 struct Plan::StepThreads {
@@ -580,13 +587,7 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
               ThreadPool::Solo solo(measuring ? alone : t.solo.load(std::memory_order_relaxed));
               run_native(r, s);
             }
-            if (measuring) {
-              const int64_t ns =
-                  std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
-              std::atomic<int64_t>& best = t.best[alone ? 1 : 0];
-              for (int64_t seen = best.load(std::memory_order_relaxed); ns < seen && !best.compare_exchange_weak(seen, ns);) {
-              }
-            }
+            if (measuring) keep_best(t.best[alone ? 1 : 0], t0);
           }
         } else {
           nogil.reset();
@@ -619,13 +620,7 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
     std::lock_guard<std::mutex> lock(profile_mu_);
     profile_.insert(profile_.end(), r.times.begin(), r.times.end());
   }
-  if (measuring && failure.message.empty()) {
-    const int64_t ns =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - run_started).count();
-    std::atomic<int64_t>& best = run_best_[alone ? 1 : 0];
-    for (int64_t seen = best.load(std::memory_order_relaxed); ns < seen && !best.compare_exchange_weak(seen, ns);) {
-    }
-  }
+  if (measuring && failure.message.empty()) keep_best(run_best_[alone ? 1 : 0], run_started);
   if (adapt) adapt_threads(phase, failure.message.empty());
   if (failure.cancelled)
     raise_error(py::module_::import("opforge.runtime.errors").attr("RunCancelledError"), failure.message);
