@@ -10,7 +10,7 @@ from tests.support.kernel_check import check, run_onnxruntime
 from tests.support.kernel_variants import assert_path, build_isa, paths_taken
 from tests.support.numeric import assert_close, assert_would_catch
 from opforge import _core
-from onnx import helper
+from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 RNG = np.random.default_rng(0)
@@ -108,7 +108,7 @@ def test_one_row_products_split_between_threads(case):
     same bits on every run (the plan's runs alone split it alike)."""
     op, a_shape, b_shape, attrs = SPLIT_PRODUCTS[case]
     a, b = rand(*a_shape), rand(*b_shape)
-    inputs = [helper.make_tensor_value_info(n, 1, list(x.shape)) for n, x in (("a", a), ("b", b))]
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(x.shape)) for n, x in (("a", a), ("b", b))]
     graph = helper.make_graph([helper.make_node(op, ["a", "b"], ["y"], **attrs)], "g", inputs,
                               [helper.make_empty_tensor_value_info("y")])
     options = opforge.SessionOptions()
