@@ -244,7 +244,7 @@ POSITION_ROWS = {
     "1x1_stride2": ((1, 20, 17, 17), (128, 20, 1, 1), dict(strides=[2, 2])),
     "1x1_pads": ((1, 24, 6, 10), (160, 24, 1, 1), dict(pads=[1, 0, 2, 1])),
     "1x1_groups_batch": ((2, 40, 7, 7), (256, 20, 1, 1), dict(group=2)),
-    # weights 8x the maps (AVX-512 goes panel by panel there; AVX2 chunk by chunk everywhere)
+    # weights 8x the maps (other convs go panel by panel there; position rows chunk by chunk)
     "1x1_weights_outweigh_maps": ((1, 256, 5, 5), (200, 256, 1, 1), {}),
 }
 
@@ -277,6 +277,22 @@ def test_small_1x1_convs_read_in_place():
     with paths_taken() as taken:
         check(conv_model(x_shape, w_shape), feeds(x_shape))
     assert not any(path.startswith("conv.packed.position_rows") for path in taken), sorted(taken)
+
+
+def test_weight_heavy_convs_split_by_panel():
+    """Where a conv's weights outweigh its maps each thread takes whole panels (it streams only
+    its own weights), except over position rows (each thread would pack every position); the
+    sums are those of a split by positions."""
+    x_shape, w_shape = (1, 256, 4, 9), (200, 256, 3, 3)
+    model = conv_model(x_shape, w_shape, pads=[1, 1, 1, 1])
+    with paths_taken() as taken:
+        check(model, feeds(x_shape), threads=2)
+    assert_path(taken, "conv.packed.by_panel", ISAS)
+    x_shape, w_shape, attrs = POSITION_ROWS["1x1_weights_outweigh_maps"]
+    with paths_taken() as taken:
+        check(conv_model(x_shape, w_shape, **attrs), feeds(x_shape), threads=2)
+    if build_isa() == "avx2":
+        assert not any(path.startswith("conv.packed.by_panel") for path in taken), sorted(taken)
 
 
 def with_hard_swish(model, also_output=False):

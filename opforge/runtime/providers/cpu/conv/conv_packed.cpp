@@ -723,24 +723,28 @@ void packed_conv_compute(KernelContext& ctx) {
   const bool by_panel = panels * job.k * kPanel > s.n * (s.c * job.cstride + s.m * s.w.out_size());
   const int64_t task_positions = kTaskPositions;
 #else
-  // With AVX2 (Zen 3), tasks go chunk by chunk everywhere: panel by panel was slower on every
-  // weight-heavy conv tried, at 1 and 2 threads (a 512->1000 1x1 on 13x13 and 3x3s with 9 MB of
-  // weights). Packing a chunk's rows paid off from 4 panels a group (1.0-1.15x faster alone, by
-  // the input's size); with 1 or 2 it cost more than the reads it saved. Row tiles take convs of
-  // one K block and at most 3 panels a group (each alone, 1 thread, against position tiles:
-  // shufflenet's grouped 1x1s 0.65-0.92, 16->64 and 64->16 1x1s on 55x55 0.85-0.91, its first
-  // conv 3->24 0.77-0.90; 3->64 and 64->64 even); with more panels they lost to position rows
-  // (64->256 on 56x56 1.26, 128->512 on 28x28 1.23, 48->192 on 13x13 1.10).
-  constexpr bool by_panel = false;
+  // With AVX2 (Zen 3), packing a chunk's rows paid off from 4 panels a group (1.0-1.15x faster
+  // alone, by the input's size); with 1 or 2 it cost more than the reads it saved. Row tiles take
+  // convs of one K block and at most 3 panels a group (each alone, 1 thread, against position
+  // tiles: shufflenet's grouped 1x1s 0.65-0.92, 16->64 and 64->16 1x1s on 55x55 0.85-0.91, its
+  // first conv 3->24 0.77-0.90; 3->64 and 64->64 even); with more panels they lost to position
+  // rows (64->256 on 56x56 1.26, 128->512 on 28x28 1.23, 48->192 on 13x13 1.10). Tasks go panel
+  // by panel where the weights outweigh the maps, as with AVX-512, but not over position rows,
+  // which each thread would then pack for every position (resnet50 1.035, squeezenet 1.064 with
+  // them). 2 threads, in-process alternation: 3x3 convs of 512 -> 512 on 7x7 0.86-0.92, 256 ->
+  // 256 on 4x32 0.94-0.96, 128 -> 256 on 8x32 0.97-0.99; crnn 0.97-0.98, resnet50 0.97-0.99.
   static std::atomic<uint64_t> calls{0};
   job.call = ++calls;
   job.row_tiles = job.k <= kBlockK && s.w.out[2] >= avx2::kLanes && per_group <= 3;
   job.position_rows = s.w.k_size() == 1 && per_group >= 4;
+  const bool by_panel =
+      !job.position_rows && panels * job.k * kPanel > s.n * (s.c * job.cstride + s.m * s.w.out_size());
   const int64_t task_positions =
       std::clamp<int64_t>(kTaskInputBytes / (std::max<int64_t>(1, s.cg) * int64_t(sizeof(float))), 48, kTaskPositions);
 #endif
   int64_t chunks = std::max((want + units - 1) / units, (s.w.out_size() + task_positions - 1) / task_positions);
-  if (!by_panel) chunks = std::max<int64_t>(chunks, ctx.num_threads());
+  if (by_panel) OPFORGE_KERNEL_PATH("conv.packed.by_panel");
+  else chunks = std::max<int64_t>(chunks, ctx.num_threads());
   chunks = std::clamp<int64_t>(chunks, 1, nb);
   ctx.parallel_for(units * chunks, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
