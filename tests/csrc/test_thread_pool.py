@@ -69,7 +69,7 @@ def cpu_seconds() -> float:
 
 
 def test_an_idle_pool_sleeps(kernels):
-    # After its last job a worker polls for at most ThreadPool::kSpinMicros (50 us); a pool that
+    # After its last job a worker polls for at most ThreadPool::kSpinMicros (2 ms); a pool that
     # kept spinning would use about one core for the whole second.
     pool = _core.ThreadPool(4)
     x = np.ones(SIZE, np.float32)
