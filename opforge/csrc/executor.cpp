@@ -487,27 +487,46 @@ void keep_best(std::atomic<int64_t>& best, std::chrono::steady_clock::time_point
 struct Plan::StepThreads {
   std::atomic<int64_t> best[2];  // nanoseconds at best with the workers [0] / alone [1]
   std::atomic<bool> solo{false};
+  std::atomic<bool> candidate{false};  // faster alone in the first round: tried in the second
   StepThreads() { best[0] = best[1] = kNever; }
 };
 
-/// After a run in phase `phase` of its period: a run that starts the measurement forgets the
-/// last one's times, the one that ends it decides each step (`ok`: the run finished, its times
-/// are whole).
+/// After a run in phase `phase` of its period (`ok`: the run finished, its times are whole).
+/// The run that ends the first round of measuring runs (with workers / alone) decides: every
+/// step alone, or none, or candidates for the second round (candidates alone / none alone),
+/// whose last run keeps them or not.
 void Plan::adapt_threads(uint64_t phase, bool ok) {
-  if (phase + 1 != kAdaptFirst + 2 * kAdaptTrials || !ok) return;
-  const int64_t run_with = run_best_[0].load(std::memory_order_relaxed), run_alone = run_best_[1].load(std::memory_order_relaxed);
-  const bool plan_solo = run_alone < kNever && run_with < kNever && double(run_alone) * kAloneRunMargin < double(run_with);
-  bool all_solo = true;
-  for (size_t i = 0; i < steps_.size(); ++i) {
-    StepThreads& t = step_threads_[i];
-    const int64_t with = t.best[0].load(std::memory_order_relaxed), alone = t.best[1].load(std::memory_order_relaxed);
-    // alone only when clearly faster: 4 runs each way on a quiet machine still leave steps that
-    // gain from the workers measured a little faster without them now and then
-    const bool solo = plan_solo || (alone < kNever && alone * kAloneMargin < with);
-    t.solo.store(solo, std::memory_order_relaxed);
-    all_solo = all_solo && (solo || !steps_[i].op);
+  if (!ok) return;
+  auto best = [&](int i) { return run_best_[i].load(std::memory_order_relaxed); };
+  auto decide = [&](auto&& solo_of) {
+    bool all_solo = true;
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      const bool solo = solo_of(step_threads_[i]);
+      step_threads_[i].solo.store(solo, std::memory_order_relaxed);
+      all_solo = all_solo && (solo || !steps_[i].op);
+    }
+    all_solo_.store(all_solo, std::memory_order_relaxed);
+  };
+  if (phase + 1 == kAdaptFirst + 2 * kAdaptTrials) {
+    const bool plan_solo = best(1) < kNever && best(0) < kNever && double(best(1)) * kAloneRunMargin < double(best(0));
+    bool any = false;
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      StepThreads& t = step_threads_[i];
+      const int64_t with = t.best[0].load(std::memory_order_relaxed), alone = t.best[1].load(std::memory_order_relaxed);
+      // alone only when clearly faster: 4 runs each way on a quiet machine still leave steps
+      // that gain from the workers measured a little faster without them now and then
+      const bool candidate = steps_[i].op && alone < kNever && alone * kAloneMargin < with;
+      t.candidate.store(candidate, std::memory_order_relaxed);
+      any = any || candidate;
+    }
+    if (plan_solo) return decide([](StepThreads&) { return true; });
+    decide([](StepThreads&) { return false; });  // until the second round keeps the candidates
+    check_candidates_.store(any, std::memory_order_relaxed);
+  } else if (phase + 1 == kAdaptFirst + 4 * kAdaptTrials && check_candidates_.load(std::memory_order_relaxed)) {
+    check_candidates_.store(false, std::memory_order_relaxed);
+    const bool keep = best(3) < kNever && best(2) < kNever && best(3) <= best(2);
+    decide([keep](StepThreads& t) { return keep && t.candidate.load(std::memory_order_relaxed); });
   }
-  all_solo_.store(all_solo, std::memory_order_relaxed);
 }
 
 std::vector<int> Plan::alone_steps() const {
@@ -530,13 +549,19 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
     phase = runs_.fetch_add(1, std::memory_order_relaxed) % kAdaptPeriod;
     if (phase == kAdaptFirst) {
       for (size_t i = 0; i < steps_.size(); ++i) step_threads_[i].best[0] = step_threads_[i].best[1] = kNever;
-      run_best_[0] = run_best_[1] = kNever;
+      for (auto& b : run_best_) b = kNever;
+      check_candidates_ = false;
     }
   }
+  // First round: every step with the workers / alone, each step timed. Second round (where the
+  // first found candidates): every step with the workers / the candidates alone.
   const bool measuring = adapt && phase >= kAdaptFirst && phase < kAdaptFirst + 2 * kAdaptTrials;
-  const bool alone = (phase & 1) != 0;  // how a measuring run runs its steps
-  const auto run_started = measuring ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  if (pool_ && (measuring ? !alone : !all_solo_.load(std::memory_order_relaxed)))
+  const bool checking = adapt && !measuring && phase >= kAdaptFirst && phase < kAdaptFirst + 4 * kAdaptTrials &&
+                        check_candidates_.load(std::memory_order_relaxed);
+  const bool alone = (phase & 1) != 0;  // how a measuring run runs its steps; a checking run, its candidates
+  const int timed = measuring ? (alone ? 1 : 0) : checking ? (alone ? 3 : 2) : -1;  // its run_best_
+  const auto run_started = timed >= 0 ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  if (pool_ && (measuring ? !alone : !all_solo_.load(std::memory_order_relaxed) || checking))
     pool_->prewake();  // the workers wake while the feeds are bound
   std::vector<py::object> hooks;  // per slot: the callable observing it, when any
   if (!observe.is_none()) {
@@ -584,7 +609,10 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
             StepThreads& t = step_threads_[size_t(step - steps_.data())];
             const auto t0 = measuring ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
             {
-              ThreadPool::Solo solo(measuring ? alone : t.solo.load(std::memory_order_relaxed));
+              const bool solo = measuring ? alone
+                                : checking ? alone && t.candidate.load(std::memory_order_relaxed)
+                                           : t.solo.load(std::memory_order_relaxed);
+              ThreadPool::Solo on_caller(solo);
               run_native(r, s);
             }
             if (measuring) keep_best(t.best[alone ? 1 : 0], t0);
@@ -620,7 +648,7 @@ py::list Plan::run(const std::vector<std::pair<int, py::object>>& feeds, const s
     std::lock_guard<std::mutex> lock(profile_mu_);
     profile_.insert(profile_.end(), r.times.begin(), r.times.end());
   }
-  if (measuring && failure.message.empty()) keep_best(run_best_[alone ? 1 : 0], run_started);
+  if (timed >= 0 && failure.message.empty()) keep_best(run_best_[timed], run_started);
   if (adapt) adapt_threads(phase, failure.message.empty());
   if (failure.cancelled)
     raise_error(py::module_::import("opforge.runtime.errors").attr("RunCancelledError"), failure.message);

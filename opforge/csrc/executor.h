@@ -135,7 +135,12 @@ class Plan {
   /// worker): where the runs alone were faster at their best, every step runs alone and no
   /// worker is woken at all. A plan of many small steps (an If or Loop body of a batch-1 model)
   /// lost more to waking the worker, a syscall and an interrupt to another vCPU for each step
-  /// that found it asleep, than its steps gained from it.
+  /// that found it asleep, than its steps gained from it. Otherwise the steps found faster alone
+  /// are only candidates: kAdaptTrials more runs with them alone, alternating with as many with
+  /// every step on the workers, keep them where those runs were at least as fast at their best.
+  /// A step measured alone after steps run alone reads its input from its own thread's caches;
+  /// among steps on two threads it did not, and mobile_se_cnn ran 1.2-1.5x slower with the 20-40
+  /// squeeze-excite steps the first measurement put alone than with none.
   struct StepThreads;
   void adapt_threads(uint64_t phase, bool ok);
 
@@ -153,7 +158,9 @@ class Plan {
   std::atomic<bool> threads_ready_{false};       // step_threads_ is made
   std::atomic<uint64_t> runs_{0};
   std::atomic<bool> all_solo_{false};             // no step uses the workers: none is woken
-  std::atomic<int64_t> run_best_[2] = {INT64_MAX, INT64_MAX};  // measuring runs' best ns, with workers / alone
+  /// measuring runs' best ns: first with workers / alone, then with workers / the candidates alone
+  std::atomic<int64_t> run_best_[4] = {INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX};
+  std::atomic<bool> check_candidates_{false};  // this period's second round of measuring runs is on
   bool profiling_ = false;
   std::mutex profile_mu_;
   std::vector<std::tuple<int, double, double>> profile_;

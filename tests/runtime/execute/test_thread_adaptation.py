@@ -22,7 +22,10 @@ def model(nodes, inputs, outputs, initializers=()):
 # worker must take it). late_workers: a worker sleeps 4 ms in its chunk; run alone (one call over
 # both) nothing waits. mild_workers: a worker's chunk sleeps 2.3 ms, the call alone 2 ms: each
 # step a little slower with the workers (less than a step needs to run alone), many of them
-# clearly. slow_chunks: every chunk sleeps, so two threads halve the step's time.
+# clearly. slow_chunks: every chunk sleeps, so two threads halve the step's time; it notes
+# whether it ran alone. after_slow: a worker's chunk sleeps 2 ms; alone 0.5 ms after a
+# slow_chunks that ran alone, 6 ms after one that did not (its input in the other thread's
+# caches): measured with every step alone it looks faster alone, and is not among the others.
 OPS = r"""
 #include <atomic>
 #include <chrono>
@@ -62,11 +65,14 @@ static void mild_workers(opforge::KernelContext& ctx) {
   add(ctx, -1.f);
 }
 
+static std::atomic<bool> slow_ran_alone{false};
+
 static void slow_chunks(opforge::KernelContext& ctx) {
   const float* x = ctx.input(0).data<float>();
   float* y = ctx.output(0).data<float>();
   const int64_t n = ctx.input(0).numel();
   ctx.parallel_for(2, 1, [&](int64_t b, int64_t e) {
+    slow_ran_alone = e - b == 2;
     for (int64_t half = b; half < e; ++half) {
       std::this_thread::sleep_for(std::chrono::milliseconds(8));
       for (int64_t i = half * n / 2; i < (half + 1) * n / 2; ++i) y[i] = x[i] * 2.f;
@@ -74,6 +80,13 @@ static void slow_chunks(opforge::KernelContext& ctx) {
   });
 }
 
+static void after_slow(opforge::KernelContext& ctx) {
+  two_chunks(ctx, slow_ran_alone ? 500 : 6000, 2000);
+  add(ctx, 3.f);
+}
+
+OPFORGE_OP(after_slow).domain("com.threads").input("X", {opforge::f32}).output("Y")
+    .infer(opforge::same_as_input0).compute(after_slow);
 OPFORGE_OP(late_workers).domain("com.threads").input("X", {opforge::f32}).output("Y")
     .infer(opforge::same_as_input0).compute(late_workers);
 OPFORGE_OP(slow_chunks).domain("com.threads").input("X", {opforge::f32}).output("Y")
@@ -100,7 +113,9 @@ def test_steps_the_workers_slow_run_alone_and_the_others_keep_them(thread_ops):
     m = model(nodes, [tensor("x", [64])], [tensor("y", None)])
     sess = session(m, threads=2, custom_ops=[thread_ops])
     x = np.arange(64, dtype=np.float32)
-    for _ in range(12):   # the first runs record and warm up; then four runs each way
+    # the first runs record and warm up; then four runs each way; then four each way with the
+    # candidates alone and with none alone
+    for _ in range(20):
         np.testing.assert_array_equal(sess.run(None, {"x": x})[0], (x + 1) * 2)
     plan = sess.memory_plan({"x": x})
     labels = [label for label, _, _ in plan.steps]
@@ -123,6 +138,23 @@ def test_a_plan_whose_runs_were_faster_alone_runs_every_step_alone(thread_ops):
         np.testing.assert_array_equal(sess.run(None, {"x": x})[0], x - 4)
     plan = sess.memory_plan({"x": x})
     assert plan.core.alone_steps == [0, 1, 2, 3], plan.dump()
+
+
+def test_steps_faster_alone_only_among_steps_alone_keep_the_workers(thread_ops):
+    """after_slow measures faster alone in the runs where every step is alone, but runs slower
+    alone after a slow_chunks on two threads: whole runs with it alone lose to runs with none
+    alone, and it keeps the workers."""
+    nodes = [helper.make_node("slow_chunks", ["x"], ["a"], name="slow", domain="com.threads"),
+             helper.make_node("after_slow", ["a"], ["y"], name="after", domain="com.threads")]
+    sess = session(model(nodes, [tensor("x", [32])], [tensor("y", None)]), threads=2, custom_ops=[thread_ops])
+    x = np.arange(32, dtype=np.float32)
+    for i in range(12):
+        np.testing.assert_array_equal(sess.run(None, {"x": x})[0], x * 2 + 3)
+    plan = sess.memory_plan({"x": x})
+    assert plan.core.alone_steps == [], plan.dump()   # a candidate only, until whole runs keep it
+    for _ in range(8):
+        np.testing.assert_array_equal(sess.run(None, {"x": x})[0], x * 2 + 3)
+    assert sess.memory_plan({"x": x}).core.alone_steps == [], plan.dump()
 
 
 def test_one_thread_plans_measure_nothing(thread_ops):
