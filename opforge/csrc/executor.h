@@ -139,8 +139,9 @@ class Plan {
   /// are only candidates: kAdaptTrials more runs with them alone, alternating with as many with
   /// every step on the workers, keep them where those runs were at least as fast at their best.
   /// A step measured alone after steps run alone reads its input from its own thread's caches;
-  /// among steps on two threads it did not, and mobile_se_cnn ran 1.2-1.5x slower with the 20-40
-  /// squeeze-excite steps the first measurement put alone than with none.
+  /// among steps on two threads it does not, so the first round alone cannot tell what a mix
+  /// costs (mobile_se_cnn's first rounds put 0 to 43 of its 83 steps alone from one process to
+  /// the next).
   struct StepThreads;
   void adapt_threads(uint64_t phase, bool ok);
 

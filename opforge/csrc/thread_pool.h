@@ -31,10 +31,10 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   /// How long a thread polls for the next job, or for the workers to finish, before sleeping.
-  /// On a VM a sleeping vCPU halts, and waking it again took far longer than a futex call: with
-  /// 50 us, 2 threads, in-process alternation against 2 ms (Zen 3 VM, 2 vCPUs, load 1.3-1.7):
-  /// resnet50 0.935-0.941, mobile_se_cnn 0.95-1.01, crnn 0.974, squeezenet 0.969, a Loop
-  /// decoder 0.89-0.91, an If model 0.83-0.87 of their times with 50 us; 5 ms gained nothing more.
+  /// On a VM a sleeping vCPU halts, and waking it again took far longer than a futex call.
+  /// 2 threads, in-process alternation (Zen 3 VM, 2 vCPUs, load 1.3-1.7), times with 2 ms over
+  /// times with 50 us: resnet50 0.935-0.941, squeezenet 0.969, crnn 0.974, mobile_se_cnn
+  /// 0.95-1.01, a Loop decoder 0.89-0.91, an If model 0.83-0.87; 5 ms gained nothing more.
   static constexpr int kSpinMicros = 2000;
   /// For how much of that it polls without yielding the core.
   static constexpr int kPauseMicros = 5;
