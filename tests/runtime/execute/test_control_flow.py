@@ -289,6 +289,31 @@ def test_loop_iterations_run_in_cpp_once_the_body_has_a_plan(monkeypatch):
     assert in_python == [0, 1]
 
 
+def test_values_with_memory_of_their_own_are_64_byte_aligned():
+    """A compiled plan's graph outputs, and the C++ loop's carried values at every iteration, get
+    memory of their own (csrc/executor.cpp, aligned_bytes): 64-byte aligned whatever their size,
+    and freed with the arrays that hold them."""
+    proto = recurrent_loop_model(trips=40)
+    sess = InferenceSession(proto)
+    rng = np.random.default_rng(7)
+    for run in range(6):
+        h0 = rng.standard_normal((1, 16)).astype(np.float32)
+        feed = {"n": np.array(40, np.int64), "h0": h0, "stop": np.array(100.0, np.float32)}
+        got = sess.run(None, feed)
+        assert_same(got, onnxruntime_outputs(proto, feed))
+        assert got[0].ctypes.data % 64 == 0, f"run {run}: h at {got[0].ctypes.data:#x}"
+    odd = model([helper.make_node("Add", ["x", "x"], ["y"]), helper.make_node("NonZero", ["y"], ["nz"])],
+                [tensor("x", [None])], [tensor("y", [None]), tensor("nz", [1, None], INT64)])
+    sess = InferenceSession(odd)
+    for n in (1, 3, 17, 1000, 4099):
+        x = rng.standard_normal(n).astype(np.float32) * (rng.random(n) < 0.5)
+        for run in range(3):   # the plan for a shape runs from its second run
+            y, nz = sess.run(None, {"x": x})
+            np.testing.assert_array_equal(y, x + x)
+            np.testing.assert_array_equal(nz, np.array(np.nonzero(x + x)))
+        assert y.ctypes.data % 64 == 0 and nz.ctypes.data % 64 == 0, n
+
+
 def test_loop_values_that_change_shape_go_back_to_the_python_loop():
     proto = growing_loop_model()
     sess = InferenceSession(proto)
