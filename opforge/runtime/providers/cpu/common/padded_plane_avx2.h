@@ -1,7 +1,7 @@
 // padded_plane_avx2.h: what the AVX2 window kernels (depthwise conv, pools) share besides the
 // lane masks of lanes_avx2.h: the padded copy of a plane that lets every tap load without a
-// bounds check, the output vectors over it (or over the plane read in place), and one tap's 8
-// inputs at stride 1 or 2.
+// bounds check, the output vectors over it (or over the plane read in place), one tap's 8
+// inputs at stride 1 or 2, and the walk over a plane's vectors four at a time.
 #pragma once
 
 #if defined(__AVX2__)
@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "common/lanes_avx2.h"
@@ -117,6 +118,23 @@ __attribute__((always_inline)) inline __m256 in_order(__m256 v) {
     return v;
   } else {
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xD8));
+  }
+}
+
+/// run(std::integral_constant<int, G>, v0) over `count` output vectors: groups of 4 from v0 = 0,
+/// then one group of the last 1 to 3. Each group's vectors read their own entries: a short last
+/// group clamped to its last vector made GCC work the four addresses out in vector registers,
+/// some 20 instructions between each group and its loads (a depthwise 3x3 on 88 x 28x28 took
+/// 1.3x as long, a 3x3 max pool on 256 x 28x28 1.2-1.5x).
+template <class F>
+__attribute__((always_inline)) inline void in_groups_of_4(size_t count, F&& run) {
+  size_t v0 = 0;
+  for (; v0 + 4 <= count; v0 += 4) run(std::integral_constant<int, 4>{}, v0);
+  switch (count - v0) {
+    case 3: return run(std::integral_constant<int, 3>{}, v0);
+    case 2: return run(std::integral_constant<int, 2>{}, v0);
+    case 1: return run(std::integral_constant<int, 1>{}, v0);
+    default: return;
   }
 }
 

@@ -25,12 +25,12 @@ using opforge_nn::avx2::Padded;
 using opforge_nn::avx2::copy_row;
 using opforge_nn::avx2::out_vectors;
 using opforge_nn::avx2::store_whole;
+using opforge_nn::avx2::in_groups_of_4;
 using opforge_nn::avx2::in_order;
 using opforge_nn::avx2::padded_for;
 using opforge_nn::avx2::taps_unordered;
 
 constexpr int64_t kMaxTaps = 64;  ///< kernels up to 8x8 keep their weights on the stack
-constexpr int kGroup = 4;         ///< output vectors in flight: each tap's FMAs are independent
 
 /// Copies plane x into the interior of the padded buffer, whose border stays zero (row by row
 /// in vectors: a memcpy call per row of a 14x14 plane cost more than its copy).
@@ -58,9 +58,6 @@ template <int Step, int Taps, int G>
 __attribute__((always_inline)) inline void run_group(const PlaneArgs& a, const __m256* w, int64_t n, size_t v0) {
   __m256 acc[G];
   const float* src[G];
-  // Each source from its own vector's entry, none clamped to a last one: with the clamp (a plane's
-  // last group may be short), GCC worked the four addresses out in vector registers, some 20
-  // instructions between each group and its loads (a 3x3 on 88 x 28x28 took 1.3x as long).
 #pragma GCC unroll 4
   for (int i = 0; i < G; ++i) {
     acc[i] = _mm256_set1_ps(a.bias);
@@ -85,7 +82,7 @@ __attribute__((always_inline)) inline void run_group(const PlaneArgs& a, const _
   }
 }
 
-/// One plane: the output vectors kGroup at a time, then the last few. Taps is the tap count
+/// One plane: the output vectors 4 at a time (each tap's FMAs independent), then the last few. Taps is the tap count
 /// when fixed at compile time (3x3, 5x5), else 0. `whole`: vectors may be stored whole where
 /// store_whole says (Z is not Y).
 template <int Step, int Taps>
@@ -100,14 +97,7 @@ void run_plane(const Padded& p, const std::vector<OutVector>& vecs, const float*
   if constexpr (kHeld)
     for (int t = 0; t < Taps; ++t) held[t] = wv[t];
   const __m256* w = kHeld ? held : wv;
-  size_t v0 = 0;
-  for (; v0 + kGroup <= vecs.size(); v0 += kGroup) run_group<Step, Taps, kGroup>(a, w, n, v0);
-  switch (vecs.size() - v0) {
-    case 3: return run_group<Step, Taps, 3>(a, w, n, v0);
-    case 2: return run_group<Step, Taps, 2>(a, w, n, v0);
-    case 1: return run_group<Step, Taps, 1>(a, w, n, v0);
-    default: return;
-  }
+  in_groups_of_4(vecs.size(), [&](auto g, size_t v0) { run_group<Step, Taps, g()>(a, w, n, v0); });
 }
 
 using PlaneRun = void (*)(const Padded&, const std::vector<OutVector>&, const float*, const __m256*, float,

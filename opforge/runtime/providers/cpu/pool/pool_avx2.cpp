@@ -26,6 +26,7 @@ using avx2::kLanes;
 using avx2::OutVector;
 using avx2::Padded;
 using avx2::first_lanes;
+using avx2::in_groups_of_4;
 using avx2::in_order;
 using avx2::in_place_for;
 using avx2::copy_row;
@@ -33,8 +34,6 @@ using avx2::out_vectors;
 using avx2::store_whole;
 using avx2::padded_for;
 using avx2::taps_unordered;
-
-constexpr int kGroup = 4;  ///< output vectors in flight
 
 /// max: a NaN already in acc stays (as pool_f32.cpp's AVX-512 path combines).
 template <bool Max>
@@ -54,9 +53,7 @@ std::vector<float> inverse_counts(const PoolPlan& plan, bool include_pad) {
 }
 
 /// Output vectors [v0, v0 + G) of one plane from its padded copy xp (inv: 1 / each output's
-/// count, for averages). Each vector's source comes from its own entry, none clamped to a last
-/// one: with the clamp (a plane's last group may be short), GCC worked the addresses out in
-/// vector registers, some 20 instructions between each group and its loads.
+/// count, for averages).
 template <int Step, int Taps, bool Max, int G>
 __attribute__((always_inline)) inline void run_group(const Padded& p, const std::vector<OutVector>& vecs,
                                                      const float* xp, const float* inv, int64_t out, float* y,
@@ -87,19 +84,12 @@ __attribute__((always_inline)) inline void run_group(const Padded& p, const std:
   }
 }
 
-/// One plane from its padded copy: the output vectors kGroup at a time, then the last few.
+/// One plane from its padded copy: the output vectors 4 at a time, then the last few.
 /// Taps: the tap count when fixed at compile time (2x2, 3x3), else 0.
 template <int Step, int Taps, bool Max>
 void run_plane(const Padded& p, const std::vector<OutVector>& vecs, const float* xp, const float* inv, int64_t out,
                float* y) {
-  size_t v0 = 0;
-  for (; v0 + kGroup <= vecs.size(); v0 += kGroup) run_group<Step, Taps, Max, kGroup>(p, vecs, xp, inv, out, y, v0);
-  switch (vecs.size() - v0) {
-    case 3: return run_group<Step, Taps, Max, 3>(p, vecs, xp, inv, out, y, v0);
-    case 2: return run_group<Step, Taps, Max, 2>(p, vecs, xp, inv, out, y, v0);
-    case 1: return run_group<Step, Taps, Max, 1>(p, vecs, xp, inv, out, y, v0);
-    default: return;
-  }
+  in_groups_of_4(vecs.size(), [&](auto g, size_t v0) { run_group<Step, Taps, Max, g()>(p, vecs, xp, inv, out, y, v0); });
 }
 
 using PlaneRun = void (*)(const Padded&, const std::vector<OutVector>&, const float*, const float*, int64_t, float*);
