@@ -148,13 +148,14 @@ def test_steps_faster_alone_only_among_steps_alone_keep_the_workers(thread_ops):
              helper.make_node("after_slow", ["a"], ["y"], name="after", domain="com.threads")]
     sess = session(model(nodes, [tensor("x", [32])], [tensor("y", None)]), threads=2, custom_ops=[thread_ops])
     x = np.arange(32, dtype=np.float32)
-    for i in range(12):
+    for _ in range(12):
         np.testing.assert_array_equal(sess.run(None, {"x": x})[0], x * 2 + 3)
     plan = sess.memory_plan({"x": x})
     assert plan.core.alone_steps == [], plan.dump()   # a candidate only, until whole runs keep it
     for _ in range(8):
         np.testing.assert_array_equal(sess.run(None, {"x": x})[0], x * 2 + 3)
-    assert sess.memory_plan({"x": x}).core.alone_steps == [], plan.dump()
+    plan = sess.memory_plan({"x": x})
+    assert plan.core.alone_steps == [], plan.dump()
 
 
 def test_one_thread_plans_measure_nothing(thread_ops):

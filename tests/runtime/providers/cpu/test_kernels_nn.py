@@ -104,8 +104,8 @@ SPLIT_PRODUCTS = {
 @pytest.mark.parametrize("case", list(SPLIT_PRODUCTS))
 def test_one_row_products_split_between_threads(case):
     """A product streaming a large matrix once is bound by memory: on 2 threads each takes a
-    block of its columns (rows, for one column); the result is the float64 product's, and the
-    same bits on every run (the plan's runs alone split it alike)."""
+    block of its columns (rows, for one column), and the call says it split; the result is the
+    float64 product's, and the same bits on every run (the plan's runs alone split it alike)."""
     op, a_shape, b_shape, attrs = SPLIT_PRODUCTS[case]
     a, b = rand(*a_shape), rand(*b_shape)
     inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(x.shape)) for n, x in (("a", a), ("b", b))]
@@ -116,7 +116,9 @@ def test_one_row_products_split_between_threads(case):
     sess = opforge.InferenceSession(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
                                     .SerializeToString(), options)
     want = (a.astype(np.float64) @ (b.T if attrs.get("transB") else b).astype(np.float64)).astype(np.float32)
-    first = sess.run(None, {"a": a, "b": b})[0]
+    with paths_taken() as taken:
+        first = sess.run(None, {"a": a, "b": b})[0]
+    assert_path(taken, "gemv.split", ("avx512", "avx2"))
     assert_close(first, want, 1e-5, 1e-5 * np.abs(want).max(), case)
     assert_would_catch(first, want, 1e-5, 1e-5 * np.abs(want).max(), case)
     for _ in range(12):

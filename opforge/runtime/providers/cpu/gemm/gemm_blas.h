@@ -108,6 +108,7 @@ void parallel_matmul(const opforge::KernelContext& ctx, bool ta, bool tb, int64_
   const bool gemv = m == 1 || n == 1;
   const int64_t blocks = std::min({threads, extent / 32, m * n * k / (gemv ? int64_t(1) << 17 : int64_t(1) << 19)});
   if (blocks <= 1) return matmul(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (gemv) OPFORGE_KERNEL_PATH("gemv.split");
   const int64_t block = (extent + blocks - 1) / blocks;
   ctx.parallel_for(blocks, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
