@@ -281,6 +281,9 @@ CASES = {
     # turn), pads of 3 before a row of 23
     "depthwise_stride2_dilated": ((1, 4, 11, 23), (4, 1, 3, 3),
                                   dict(pads=[1, 3, 1, 3], strides=[2, 2], dilations=[2, 3], group=4)),
+    # stride 2 along rows only, 5x5 with an odd pad before the row (a row's even input columns
+    # land on the odd padded ones), over a row of 33: two full copies of 16 columns and one of 1
+    "depthwise_stride2_rows_only": ((1, 3, 6, 33), (3, 1, 5, 5), dict(pads=[2, 1, 2, 3], strides=[1, 2], group=3)),
     # a padded input over 4 MB and few output channels: tiles read the input in place
     "large_plane": ((1, 64, 130, 130), (16, 64, 3, 3), dict(pads=[1, 1, 1, 1])),
 }
@@ -292,7 +295,7 @@ DEPTHWISE_PATHS = {
     "depthwise_stride2_mixed_pads": "stride2_3x3", "depthwise_5x5": "same5x5", "depthwise_7x7": "same7x7",
     "depthwise_5x5_stride2": "stride2_5x5", "depthwise_5x5_stride2_tf_same": "stride2_5x5",
     "depthwise_stride2_pad2": "padded", "depthwise_5x5_stride2_pad0": "padded",
-    "depthwise_stride2_dilated": "padded",
+    "depthwise_stride2_dilated": "padded", "depthwise_stride2_rows_only": "padded",
     "depthwise_narrow": "same3x3", "depthwise_3wide": "same3x3", "depthwise_14": "same3x3",
     "depthwise_stride2_to_7": "stride2_3x3"}
 DEPTHWISE_ISAS = ("avx512", "avx2")   # the instruction sets with depthwise paths (conv_depthwise_*.cpp)
@@ -318,8 +321,8 @@ def test_fused_conv_kernel_matches_onnxruntime(case, act, params):
             got = sess.run(None, feeds)[0]
             assert_close(got, want, RTOL, scaled_atol(want, ATOL), f"{case} {act}")
     assert_would_catch(got, want, RTOL, scaled_atol(want, ATOL), f"{case} {act}")
-    if case in DEPTHWISE_PATHS:   # AVX2 builds run every one of them on the padded copy
-        path = DEPTHWISE_PATHS[case] if build_isa() == "avx512" else "padded"
+    if case in DEPTHWISE_PATHS:   # AVX2 builds run them on a padded copy, split by column parity for stride 2
+        path = DEPTHWISE_PATHS[case] if build_isa() == "avx512" else "split" if attrs.get("strides", [1, 1])[1] == 2 else "padded"
         assert_path(taken, f"conv.depthwise.{path}", DEPTHWISE_ISAS)
 
 
