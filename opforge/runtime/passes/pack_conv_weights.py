@@ -84,9 +84,8 @@ def _weights(graph: Graph, node: Node, context, avx2: bool) -> np.ndarray | None
         return None   # a conv that cannot run keeps its op, whose error then names it as written
     if list(attribute(node, "kernel_shape", w.shape[2:])) != list(w.shape[2:]):
         return None
-    h, wd = y.shape[2:]
-    if not (isinstance(h, int) and isinstance(wd, int) and h * wd > 0):
-        return None
+    if any(isinstance(d, int) and d <= 0 for d in y.shape[2:]):
+        return None   # an empty map (a symbolic height or width packs: the tiles take each run's shape)
     m, c = int(w.shape[0]), int(w.shape[1])
     k = int(np.prod(w.shape[1:]))
     waste = -(-(m // group) // PANEL) * PANEL / (m // group)

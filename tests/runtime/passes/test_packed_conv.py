@@ -217,6 +217,32 @@ def test_grouped_fused_conv_epilogue(act, params):
     check(model, feeds(x_shape, out_shape(x_shape, w_shape, attrs)), threads=2, packed=build_isa() == "avx2")
 
 
+# convs whose input has a symbolic batch, height and width (as exporters write detection and OCR
+# models): they pack, and one session runs maps of each size, a 1x1 map and a batch of 3 among them
+SYMBOLIC = {
+    "3x3": ((64, 56, 3, 3), dict(pads=[1, 1, 1, 1])),
+    "1x1_position_rows_stride2": ((128, 96, 1, 1), dict(strides=[2, 2])),
+    "1x1_row_tiles": ((64, 32, 1, 1), {}),
+}
+
+
+@pytest.mark.parametrize("case", list(SYMBOLIC))
+def test_convs_over_symbolic_maps_pack(case):
+    w_shape, attrs = SYMBOLIC[case]
+    c = w_shape[1]
+    model = conv_model(("N", c, "H", "W"), w_shape, **attrs)
+    sess = session(model)
+    assert ops(sess) == ["PackedConv"]
+    theirs = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for x_shape in [(1, c, 20, 30), (3, c, 13, 8), (1, c, 1, 1), (2, c, 56, 9)]:
+        x = feeds(x_shape)
+        want = theirs.run(None, x)[0]
+        got = sess.run(None, x)[0]
+        assert got.shape == want.shape
+        assert_close(got, want, RTOL, scaled_atol(want, ATOL), f"{case} {x_shape}")
+        assert_would_catch(got, want, RTOL, scaled_atol(want, ATOL), f"{case} {x_shape}")
+
+
 def test_depthwise_convs_stay_unpacked():
     x_shape, w_shape, attrs = (1, 12, 10, 10), (12, 1, 3, 3), dict(pads=[1, 1, 1, 1], group=12)
     check(conv_model(x_shape, w_shape, **attrs), feeds(x_shape), packed=False)
