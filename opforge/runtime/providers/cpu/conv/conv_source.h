@@ -12,6 +12,8 @@
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
+#elif defined(__AVX2__)
+#include "common/lanes_avx2.h"
 #endif
 
 namespace opforge_conv {
@@ -84,10 +86,29 @@ inline __mmask16 first_lanes(int64_t n) {
 #endif
 
 /// out[i] = x[i * step] for i in [0, n); step 2 (a stride-2 conv's phase, a tile's row of a
-/// stride-2 conv) runs 16 outputs at a time from two masked loads, so nothing past
+/// stride-2 conv) runs a vector of outputs at a time from two masked loads, so nothing past
 /// x[(n - 1) * 2] is read.
 inline void copy_every(float* out, const float* x, int64_t n, int64_t step) {
   int64_t i = 0;
+#if defined(__AVX2__) && !defined(__AVX512F__)
+  if (step == 2) {
+    using opforge_nn::avx2::first_lanes;
+    for (; i + 8 <= n; i += 8) {  // whole vectors: x[2i + 15] is read only where i + 8 < n
+      const __m256 lo = _mm256_loadu_ps(x + 2 * i);
+      const __m256 hi = i + 8 < n ? _mm256_loadu_ps(x + 2 * i + 8) : _mm256_maskload_ps(x + 2 * i + 8, first_lanes(7));
+      _mm256_storeu_ps(out + i, _mm256_castpd_ps(_mm256_permute4x64_pd(
+                                    _mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8)));
+    }
+    if (i < n) {
+      const int64_t m = n - i, last = 2 * m - 2;
+      const __m256 lo = _mm256_maskload_ps(x + 2 * i, first_lanes(last + 1));
+      const __m256 hi = _mm256_maskload_ps(x + 2 * i + 8, first_lanes(last + 1 - 8));
+      _mm256_maskstore_ps(out + i, first_lanes(m), _mm256_castpd_ps(_mm256_permute4x64_pd(
+                                                       _mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8)));
+    }
+    return;
+  }
+#endif
 #if defined(__AVX512F__)
   if (step == 2) {
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
