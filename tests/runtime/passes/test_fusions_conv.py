@@ -273,6 +273,12 @@ CASES = {
     "depthwise_narrow": ((2, 6, 7, 7), (6, 1, 3, 3), dict(pads=[1, 1, 1, 1], group=6)),
     "depthwise_3wide": ((1, 4, 5, 3), (4, 1, 3, 3), dict(pads=[1, 1, 1, 1], group=4)),
     "depthwise_14": ((1, 8, 14, 14), (8, 1, 3, 3), dict(pads=[1, 1, 1, 1], group=8)),
+    # rows of one vector: both of its ends shifted in a lane of zeros (AVX2), and of 9 (its last
+    # vector shifted back 7 lanes over the first)
+    "depthwise_8wide": ((1, 4, 6, 8), (4, 1, 3, 3), dict(pads=[1, 1, 1, 1], group=4)),
+    "depthwise_9wide": ((2, 3, 5, 9), (3, 1, 3, 3), dict(pads=[1, 1, 1, 1], group=3)),
+    # 37 rows: three strips of output rows (AVX2 walks 16 at a time), each reading the row above it
+    "depthwise_tall": ((1, 3, 37, 12), (3, 1, 3, 3), dict(pads=[1, 1, 1, 1], group=3)),
     "depthwise_stride2_to_7": ((1, 4, 14, 14), (4, 1, 3, 3), dict(pads=[1, 1, 1, 1], strides=[2, 2], group=4)),
     # just past what the in-place paths take (they would compute these wrongly): the padded copy
     "depthwise_stride2_pad2": ((1, 4, 9, 20), (4, 1, 3, 3), dict(pads=[2, 2, 2, 2], strides=[2, 2], group=4)),
@@ -297,8 +303,19 @@ DEPTHWISE_PATHS = {
     "depthwise_stride2_pad2": "padded", "depthwise_5x5_stride2_pad0": "padded",
     "depthwise_stride2_dilated": "padded", "depthwise_stride2_rows_only": "padded",
     "depthwise_narrow": "same3x3", "depthwise_3wide": "same3x3", "depthwise_14": "same3x3",
+    "depthwise_8wide": "same3x3", "depthwise_9wide": "same3x3", "depthwise_tall": "same3x3",
     "depthwise_stride2_to_7": "stride2_3x3"}
 DEPTHWISE_ISAS = ("avx512", "avx2")   # the instruction sets with depthwise paths (conv_depthwise_*.cpp)
+def avx2_depthwise_path(case: str) -> str:
+    """The AVX2 depthwise path of a case (conv_depthwise_avx2.cpp): 3x3 of stride 1 padded 1
+    over rows of 8 or more in place, stride 2 along rows on a copy split by column parity, the
+    rest on a padded copy."""
+    x_shape, _, attrs = CASES[case]
+    if attrs.get("strides", [1, 1])[1] == 2:
+        return "split"
+    return "same3x3" if DEPTHWISE_PATHS[case] == "same3x3" and x_shape[-1] >= 8 else "padded"
+
+
 ACTIVATIONS = [("", []), ("Relu", []), ("Tanh", []), ("Sigmoid", []), ("LeakyRelu", [0.1]),
                ("Clip", [-0.4, 0.6]), ("HardSigmoid", [0.3, 0.5])]
 
@@ -321,8 +338,8 @@ def test_fused_conv_kernel_matches_onnxruntime(case, act, params):
             got = sess.run(None, feeds)[0]
             assert_close(got, want, RTOL, scaled_atol(want, ATOL), f"{case} {act}")
     assert_would_catch(got, want, RTOL, scaled_atol(want, ATOL), f"{case} {act}")
-    if case in DEPTHWISE_PATHS:   # AVX2 builds run them on a padded copy, split by column parity for stride 2
-        path = DEPTHWISE_PATHS[case] if build_isa() == "avx512" else "split" if attrs.get("strides", [1, 1])[1] == 2 else "padded"
+    if case in DEPTHWISE_PATHS:
+        path = DEPTHWISE_PATHS[case] if build_isa() == "avx512" else avx2_depthwise_path(case)
         assert_path(taken, f"conv.depthwise.{path}", DEPTHWISE_ISAS)
 
 
