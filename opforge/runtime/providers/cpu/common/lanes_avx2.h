@@ -18,6 +18,14 @@ __attribute__((always_inline)) inline __m256i first_lanes(int64_t n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/// The floats at even (odd) positions of the 16 in lo then hi, in order: a stride-2 row's picks.
+__attribute__((always_inline)) inline __m256 even_lanes(__m256 lo, __m256 hi) {
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
+}
+__attribute__((always_inline)) inline __m256 odd_lanes(__m256 lo, __m256 hi) {
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
+}
+
 }  // namespace opforge_nn::avx2
 
 #endif

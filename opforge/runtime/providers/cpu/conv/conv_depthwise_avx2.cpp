@@ -28,7 +28,8 @@ using opforge_nn::avx2::copy_row;
 using opforge_nn::avx2::out_vectors;
 using opforge_nn::avx2::store_whole;
 using opforge_nn::avx2::in_groups_of_4;
-using opforge_nn::avx2::in_order;
+using opforge_nn::avx2::even_lanes;
+using opforge_nn::avx2::odd_lanes;
 using opforge_nn::avx2::padded_for;
 
 constexpr int64_t kMaxTaps = 64;  ///< kernels up to 8x8 keep their weights on the stack
@@ -81,8 +82,8 @@ void copy_split(const Window& w, const Split& s, const float* x, float* out) {
         a = _mm256_maskload_ps(src + i, avx2::first_lanes(n - i));
         b = _mm256_maskload_ps(src + i + kLanes, avx2::first_lanes(n - i - kLanes));
       }
-      _mm256_storeu_ps(row + evens_at + j, in_order<2>(_mm256_shuffle_ps(a, b, 0x88)));
-      _mm256_storeu_ps(row + odds_at + j, in_order<2>(_mm256_shuffle_ps(a, b, 0xDD)));
+      _mm256_storeu_ps(row + evens_at + j, even_lanes(a, b));
+      _mm256_storeu_ps(row + odds_at + j, odd_lanes(a, b));
     }
   }
 }
@@ -228,10 +229,13 @@ bool conv_depthwise_f32(KernelContext& ctx, const ConvShape& s, const float* x, 
   if (!fits || w.k_size() > kMaxTaps) return false;
   auto input = [&](int64_t plane) { return x + ((plane / s.m) * s.c + (plane % s.m) / s.mg) * w.in_size(); };
   const bool act = in_register(e.act);
-  if (same3x3(w) && (z == nullptr || !overlap(z, s.n * s.m * w.out_size() * int64_t(sizeof(float)), y,
-                                              s.n * s.m * w.out_size() * int64_t(sizeof(float))))) {
+  const int64_t taps = w.k_size(), out = w.out_size();
+  // Z in place (Y's own floats) is read vector by vector: no vector may write lanes another
+  // reads, so no vector is stored whole over lanes a later one stores again.
+  const int64_t bytes = s.n * s.m * out * int64_t(sizeof(float));
+  const bool whole = z == nullptr || !overlap(z, bytes, y, bytes);
+  if (whole && same3x3(w)) {
     OPFORGE_KERNEL_PATH("conv.depthwise.same3x3");
-    const int64_t out = w.out_size();
     ctx.parallel_for(s.n * s.m, std::max<int64_t>(1, 16384 / (9 * out)), [&](int64_t begin, int64_t end) {
       for (int64_t plane = begin; plane < end; ++plane) {
         const int64_t mm = plane % s.m;
@@ -252,10 +256,6 @@ bool conv_depthwise_f32(KernelContext& ctx, const ConvShape& s, const float* x, 
     OPFORGE_KERNEL_PATH("conv.depthwise.padded");
   const Split sp = split ? split_for(w) : Split{padded_for(w), 0};
   const Padded& p = sp.p;
-  const int64_t taps = w.k_size(), out = w.out_size();
-  // Z in place (Y's own floats) is read vector by vector: no vector may write lanes another reads.
-  const int64_t bytes = s.n * s.m * out * int64_t(sizeof(float));
-  const bool whole = z == nullptr || !overlap(z, bytes, y, bytes);
   Window along = w;  // the split copy's outputs read consecutive columns of a half
   along.stride[2] = 1;
   const std::vector<OutVector> vecs = out_vectors(along, p, whole);

@@ -92,19 +92,17 @@ inline void copy_every(float* out, const float* x, int64_t n, int64_t step) {
   int64_t i = 0;
 #if defined(__AVX2__) && !defined(__AVX512F__)
   if (step == 2) {
+    using opforge_nn::avx2::even_lanes;
     using opforge_nn::avx2::first_lanes;
     for (; i + 8 <= n; i += 8) {  // whole vectors: x[2i + 15] is read only where i + 8 < n
-      const __m256 lo = _mm256_loadu_ps(x + 2 * i);
       const __m256 hi = i + 8 < n ? _mm256_loadu_ps(x + 2 * i + 8) : _mm256_maskload_ps(x + 2 * i + 8, first_lanes(7));
-      _mm256_storeu_ps(out + i, _mm256_castpd_ps(_mm256_permute4x64_pd(
-                                    _mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8)));
+      _mm256_storeu_ps(out + i, even_lanes(_mm256_loadu_ps(x + 2 * i), hi));
     }
-    if (i < n) {
-      const int64_t m = n - i, last = 2 * m - 2;
-      const __m256 lo = _mm256_maskload_ps(x + 2 * i, first_lanes(last + 1));
-      const __m256 hi = _mm256_maskload_ps(x + 2 * i + 8, first_lanes(last + 1 - 8));
-      _mm256_maskstore_ps(out + i, first_lanes(m), _mm256_castpd_ps(_mm256_permute4x64_pd(
-                                                       _mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8)));
+    if (i < n) {  // fewer than 8 left: elements read x[2i + (0 .. 2m - 2)]
+      const int64_t m = n - i;
+      const __m256 lo = _mm256_maskload_ps(x + 2 * i, first_lanes(2 * m - 1));
+      const __m256 hi = _mm256_maskload_ps(x + 2 * i + 8, first_lanes(2 * m - 9));
+      _mm256_maskstore_ps(out + i, first_lanes(m), even_lanes(lo, hi));
     }
     return;
   }
